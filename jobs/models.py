@@ -1,0 +1,110 @@
+"""Jobs, their tasks (one per replica) and the event log of every transition."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from accounts.models import Team
+from images.models import JobImage
+from jobs.states import FailureCategory, JobStatus
+
+STATUS_CHOICES = [(s.value, s.value.title()) for s in JobStatus]
+FAILURE_CHOICES = [(c.value, c.value.title()) for c in FailureCategory]
+
+
+class Job(models.Model):
+    name = models.CharField(max_length=100)
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="jobs")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
+    image = models.ForeignKey(JobImage, on_delete=models.PROTECT, related_name="jobs")
+    command = models.JSONField(help_text="Argument list, e.g. [\"python\", \"train.py\"]")
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    # Either whole GPUs per replica, or one shared GPU per replica (gpu_milli 1..999 + GPU memory).
+    gpus = models.PositiveIntegerField(default=0)
+    gpu_milli = models.PositiveIntegerField(default=0)
+    gpu_memory_mib = models.PositiveIntegerField(default=0)
+    gpu_models = models.JSONField(default=list, blank=True, help_text="Acceptable GPU models; empty = any")
+    cpu_milli = models.PositiveIntegerField(default=1000)
+    memory_mib = models.PositiveIntegerField(default=2048)
+    replicas = models.PositiveIntegerField(default=1)
+    priority = models.IntegerField(default=0)
+    max_runtime_seconds = models.PositiveIntegerField(null=True, blank=True)
+    max_retries = models.PositiveIntegerField(default=0)
+    slowdown_tolerance = models.FloatField(default=1.5)
+    # Simulated backend: how long the job "runs", in simulated seconds.
+    sim_duration_seconds = models.FloatField(null=True, blank=True)
+    status = models.CharField(max_length=12, choices=STATUS_CHOICES, default=JobStatus.DRAFT.value, db_index=True)
+    pending_reason = models.CharField(max_length=500, blank=True)
+    failure_category = models.CharField(max_length=10, choices=FAILURE_CHOICES, blank=True)
+    failure_message = models.TextField(blank=True)
+    retries = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["team", "status"])]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} {self.name}"
+
+    @property
+    def gpu_milli_per_replica(self) -> int:
+        return self.gpus * 1000 if self.gpus else self.gpu_milli
+
+    @property
+    def total_gpu_milli(self) -> int:
+        return self.gpu_milli_per_replica * self.replicas
+
+
+class TaskPhase(models.TextChoices):
+    PENDING = "PENDING"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+
+class Task(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="tasks")
+    index = models.PositiveIntegerField()
+    name = models.CharField(max_length=200, unique=True, help_text="Deterministic: job-<id>-<index>")
+    node = models.CharField(max_length=200, blank=True)
+    gpu_indices = models.JSONField(default=list, blank=True)
+    gpu_milli = models.PositiveIntegerField(default=0)
+    gpu_memory_mib = models.PositiveIntegerField(default=0)
+    phase = models.CharField(max_length=10, choices=TaskPhase.choices, default=TaskPhase.PENDING)
+    exit_code = models.IntegerField(null=True, blank=True)
+    message = models.TextField(blank=True)
+    placement_reason = models.TextField(blank=True)
+    predicted_slowdown = models.FloatField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job_id", "index"]
+        constraints = [models.UniqueConstraint(fields=["job", "index"], name="unique_task_index")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class JobEvent(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    from_status = models.CharField(max_length=12, blank=True)
+    to_status = models.CharField(max_length=12)
+    actor = models.CharField(max_length=150, help_text="username, or 'scheduler' / 'system'")
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}: {self.from_status} -> {self.to_status}"

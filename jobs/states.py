@@ -1,0 +1,60 @@
+"""Job states and the table of legal transitions (DESIGN.md §5). Pure Python, no Django."""
+
+from __future__ import annotations
+
+import enum
+
+
+class JobStatus(str, enum.Enum):
+    DRAFT = "DRAFT"
+    SUBMITTED = "SUBMITTED"
+    QUEUED = "QUEUED"
+    ADMITTED = "ADMITTED"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    REQUEUED = "REQUEUED"
+    STOPPING = "STOPPING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL
+
+
+class FailureCategory(str, enum.Enum):
+    USER = "USER"
+    PLATFORM = "PLATFORM"
+    HARDWARE = "HARDWARE"
+    TIMEOUT = "TIMEOUT"
+    OOM = "OOM"
+    IMAGE = "IMAGE"
+
+
+S = JobStatus
+TERMINAL = frozenset({S.SUCCEEDED, S.FAILED, S.STOPPED})
+
+# Every legal edge. Anything else is refused by jobs.services.job_transition.
+LEGAL_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    S.DRAFT: frozenset({S.SUBMITTED, S.STOPPED}),
+    S.SUBMITTED: frozenset({S.QUEUED, S.FAILED, S.STOPPED}),
+    S.QUEUED: frozenset({S.ADMITTED, S.STOPPING, S.STOPPED, S.FAILED}),
+    S.ADMITTED: frozenset({S.STARTING, S.QUEUED, S.STOPPING, S.FAILED}),
+    S.STARTING: frozenset({S.RUNNING, S.SUCCEEDED, S.FAILED, S.STOPPING, S.REQUEUED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.STOPPING, S.REQUEUED}),
+    S.REQUEUED: frozenset({S.QUEUED, S.STOPPING, S.STOPPED}),
+    S.STOPPING: frozenset({S.STOPPED, S.FAILED, S.SUCCEEDED}),
+    S.SUCCEEDED: frozenset(),
+    S.FAILED: frozenset(),
+    S.STOPPED: frozenset(),
+}
+
+# States in which a job holds quota (reserved at admission to the queue, released at the end).
+HOLDS_QUOTA = frozenset({S.QUEUED, S.ADMITTED, S.STARTING, S.RUNNING, S.REQUEUED, S.STOPPING})
+# States in which a job holds (or is about to hold) GPUs on the cluster.
+HOLDS_PLACEMENT = frozenset({S.ADMITTED, S.STARTING, S.RUNNING, S.STOPPING})
+
+
+def is_legal(source: JobStatus, target: JobStatus) -> bool:
+    return target in LEGAL_TRANSITIONS[source]

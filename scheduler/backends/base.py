@@ -1,0 +1,94 @@
+"""The ClusterBackend protocol every backend implements.
+
+Contract:
+- ``snapshot()`` returns nodes with their usage *and* the running placements, rebuilt from the backend
+  itself (pod annotations, process table, simulated state), so a restarted scheduler loses nothing.
+- ``bind(spec, placement)`` starts one task on the placement's node and GPUs. It is idempotent: binding
+  a task that already exists with the same placement is a no-op (deterministic names; 409 = done).
+- ``task_statuses(job_id=None)`` reports the current phase of every task the backend knows.
+- ``delete_job(job_id)`` stops and forgets all tasks of a job (cancel); idempotent.
+- ``logs(job_id, task_id)`` returns the task's captured output so far.
+Transient faults raise ``TransientBackendError`` (callers retry with backoff); configuration or
+permanent faults raise ``PermanentBackendError`` with a message a person can act on.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from scheduler.model import ClusterSnapshot, Placement
+
+
+class BackendError(Exception):
+    """Base class of backend failures."""
+
+
+class TransientBackendError(BackendError):
+    """Worth retrying: timeouts, 5xx, 429, a busy resource."""
+
+
+class PermanentBackendError(BackendError):
+    """Not worth retrying: bad configuration, forbidden, invalid request."""
+
+
+class TaskPhase(str, enum.Enum):
+    PENDING = "PENDING"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+    @property
+    def finished(self) -> bool:
+        return self in (TaskPhase.SUCCEEDED, TaskPhase.FAILED)
+
+
+@dataclass
+class TaskSpec:
+    """Everything a backend needs to start one task of a job."""
+
+    job_id: str
+    task_id: str
+    rank: int = 0
+    world_size: int = 1
+    image: str = ""
+    command: list[str] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    max_runtime_s: int | None = None
+    # Simulated backend only: how long the task "runs" in simulated seconds.
+    sim_duration_s: float | None = None
+    team: str = ""
+    user: str = ""
+
+
+@dataclass
+class TaskStatus:
+    job_id: str
+    task_id: str
+    phase: TaskPhase
+    node: str = ""
+    gpu_indices: tuple[int, ...] = ()
+    exit_code: int | None = None
+    # One of USER, PLATFORM, HARDWARE, TIMEOUT, OOM, IMAGE when FAILED.
+    failure_category: str = ""
+    message: str = ""
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
+@runtime_checkable
+class ClusterBackend(Protocol):
+    name: str
+
+    def snapshot(self) -> ClusterSnapshot: ...
+
+    def bind(self, spec: TaskSpec, placement: Placement) -> None: ...
+
+    def task_statuses(self, job_id: str | None = None) -> list[TaskStatus]: ...
+
+    def delete_job(self, job_id: str) -> None: ...
+
+    def logs(self, job_id: str, task_id: str) -> str: ...

@@ -1,0 +1,176 @@
+"""Data model of the scheduler: dataclasses in, dataclasses out.
+
+Units everywhere: CPU in milli-cores, memory in MiB, GPU compute in milli-GPU (1000 = one whole GPU),
+GPU memory in MiB. A task asks either for ``gpus`` whole GPUs, or for one shared GPU with
+``gpu_milli`` in 1..999 (and optionally ``gpu_memory_mib``). See docs/fractional-gpu.md.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+GPU_MILLI = 1000
+
+
+@dataclass
+class Gpu:
+    """One physical GPU of a node and what is already allocated on it."""
+
+    index: int
+    model: str = ""
+    memory_mib: int = 0
+    used_milli: int = 0
+    used_memory_mib: int = 0
+    uuid: str = ""
+    # ids of tasks (``Placement.task_id``) sharing this GPU; used by interference-aware plugins.
+    tenants: list[str] = field(default_factory=list)
+
+    @property
+    def free_milli(self) -> int:
+        return GPU_MILLI - self.used_milli
+
+    @property
+    def free_memory_mib(self) -> int:
+        return self.memory_mib - self.used_memory_mib
+
+    @property
+    def is_idle(self) -> bool:
+        return self.used_milli == 0 and self.used_memory_mib == 0
+
+
+@dataclass
+class Node:
+    """A schedulable machine. ``topology`` is a ``scheduler.topology`` object or None (unknown links)."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    gpus: list[Gpu] = field(default_factory=list)
+    used_cpu_milli: int = 0
+    used_memory_mib: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+    driver_version: str = ""
+    cuda_version: str = ""
+    topology: Any = None
+    schedulable: bool = True
+
+    @property
+    def free_cpu_milli(self) -> int:
+        return self.cpu_milli - self.used_cpu_milli
+
+    @property
+    def free_memory_mib(self) -> int:
+        return self.memory_mib - self.used_memory_mib
+
+    @property
+    def gpu_model(self) -> str:
+        return self.gpus[0].model if self.gpus else ""
+
+
+@dataclass
+class TaskRequest:
+    """One task (pod) of a job. ``gpus`` whole GPUs, or a share of one GPU via ``gpu_milli``."""
+
+    task_id: str
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    gpus: int = 0
+    gpu_milli: int = 0
+    gpu_memory_mib: int = 0
+    # Acceptable GPU models; empty means any.
+    gpu_models: tuple[str, ...] = ()
+
+    @property
+    def is_shared(self) -> bool:
+        return self.gpus == 0 and 0 < self.gpu_milli < GPU_MILLI
+
+    @property
+    def total_gpu_milli(self) -> int:
+        return self.gpus * GPU_MILLI if self.gpus else self.gpu_milli
+
+
+@dataclass
+class JobRequest:
+    """A job waiting to be placed: its tasks are a gang, placed all together or not at all."""
+
+    job_id: str
+    tasks: list[TaskRequest]
+    priority: int = 0
+    submitted_at: float = 0.0
+    team: str = ""
+    user: str = ""
+    # Largest predicted slowdown (>= 1.0) this job accepts when sharing a GPU.
+    slowdown_tolerance: float = 1.5
+    # Solo profile for interference prediction (keys in scheduler.interference.features), if known.
+    profile: dict[str, float | str] = field(default_factory=dict)
+    # Free-form hints, e.g. {"model_family": "resnet"} or {"min_driver": "535"}.
+    hints: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Placement:
+    """Where one task goes (or is running). ``gpu_milli``/``gpu_memory_mib`` are per GPU used."""
+
+    job_id: str
+    task_id: str
+    node: str
+    gpu_indices: tuple[int, ...] = ()
+    gpu_milli: int = 0
+    gpu_memory_mib: int = 0
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    # Human-readable explanation (scores, predicted slowdown, link class) for the user.
+    reason: str = ""
+    predicted_slowdown: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "task_id": self.task_id,
+            "node": self.node,
+            "gpu_indices": list(self.gpu_indices),
+            "gpu_milli": self.gpu_milli,
+            "gpu_memory_mib": self.gpu_memory_mib,
+            "cpu_milli": self.cpu_milli,
+            "memory_mib": self.memory_mib,
+            "reason": self.reason,
+            "predicted_slowdown": self.predicted_slowdown,
+        }
+
+
+@dataclass
+class ClusterSnapshot:
+    """The cluster as the backend sees it: nodes with their usage, and the running placements."""
+
+    nodes: list[Node]
+    running: list[Placement] = field(default_factory=list)
+    now: float = 0.0
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(name)
+
+    def copy(self) -> ClusterSnapshot:
+        return copy.deepcopy(self)
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(len(n.gpus) for n in self.nodes)
+
+
+@dataclass
+class Decision:
+    """The outcome of one scheduling cycle."""
+
+    placements: list[Placement] = field(default_factory=list)
+    # job_id -> user-facing reason why it was not placed this cycle.
+    unschedulable: dict[str, str] = field(default_factory=dict)
+    # task ids of running tasks to preempt so that higher-priority work can run.
+    evictions: list[str] = field(default_factory=list)
+
+    def placements_for(self, job_id: str) -> list[Placement]:
+        return [p for p in self.placements if p.job_id == job_id]
