@@ -19,7 +19,7 @@ class Job(models.Model):
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="jobs")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
     image = models.ForeignKey(JobImage, on_delete=models.PROTECT, related_name="jobs")
-    command = models.JSONField(help_text="Argument list, e.g. [\"python\", \"train.py\"]")
+    command = models.JSONField(help_text='Argument list, e.g. ["python", "train.py"]')
     args = models.JSONField(default=list, blank=True)
     env = models.JSONField(default=dict, blank=True)
     # Either whole GPUs per replica, or one shared GPU per replica (gpu_milli 1..999 + GPU memory).
@@ -36,7 +36,9 @@ class Job(models.Model):
     slowdown_tolerance = models.FloatField(default=1.5)
     # Simulated backend: how long the job "runs", in simulated seconds.
     sim_duration_seconds = models.FloatField(null=True, blank=True)
-    status = models.CharField(max_length=12, choices=STATUS_CHOICES, default=JobStatus.DRAFT.value, db_index=True)
+    status = models.CharField(
+        max_length=12, choices=STATUS_CHOICES, default=JobStatus.DRAFT.value, db_index=True
+    )
     pending_reason = models.CharField(max_length=500, blank=True)
     failure_category = models.CharField(max_length=10, choices=FAILURE_CHOICES, blank=True)
     failure_message = models.TextField(blank=True)

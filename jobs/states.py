@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 
 
-class JobStatus(str, enum.Enum):
+class JobStatus(enum.StrEnum):
     DRAFT = "DRAFT"
     SUBMITTED = "SUBMITTED"
     QUEUED = "QUEUED"
@@ -23,7 +23,7 @@ class JobStatus(str, enum.Enum):
         return self in TERMINAL
 
 
-class FailureCategory(str, enum.Enum):
+class FailureCategory(enum.StrEnum):
     USER = "USER"
     PLATFORM = "PLATFORM"
     HARDWARE = "HARDWARE"

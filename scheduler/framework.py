@@ -213,9 +213,7 @@ def placement_for(task: TaskRequest, job: JobRequest, node: Node, gpus: tuple[in
     )
 
 
-def _place_task(
-    built: BuiltProfile, state: CycleState, task: TaskRequest
-) -> tuple[Placement | None, str]:
+def _place_task(built: BuiltProfile, state: CycleState, task: TaskRequest) -> tuple[Placement | None, str]:
     job = state.job
     assert job is not None
     feasible: list[Node] = []

@@ -22,4 +22,6 @@ def get_profile(name: str) -> Profile:
     try:
         return PROFILES[name]()
     except KeyError:
-        raise ValueError(f"unknown scheduler profile {name!r}; known: {', '.join(sorted(PROFILES))}") from None
+        raise ValueError(
+            f"unknown scheduler profile {name!r}; known: {', '.join(sorted(PROFILES))}"
+        ) from None

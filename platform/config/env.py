@@ -76,4 +76,6 @@ def database_from_url(url: str) -> dict[str, object]:
     if parsed.scheme == "sqlite":
         path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else parsed.path
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": path or ":memory:"}
-    raise ConfigError(f"DATABASE_URL {url!r}: unsupported scheme {parsed.scheme!r} (use postgres:// or sqlite:///)")
+    raise ConfigError(
+        f"DATABASE_URL {url!r}: unsupported scheme {parsed.scheme!r} (use postgres:// or sqlite:///)"
+    )

@@ -33,7 +33,7 @@ class PermanentBackendError(BackendError):
     """Not worth retrying: bad configuration, forbidden, invalid request."""
 
 
-class TaskPhase(str, enum.Enum):
+class TaskPhase(enum.StrEnum):
     PENDING = "PENDING"
     STARTING = "STARTING"
     RUNNING = "RUNNING"

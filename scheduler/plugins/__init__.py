@@ -1,3 +1,7 @@
-"""Built-in scheduler plugins; importing this package registers them by name."""
+"""Built-in scheduler plugins: every module in this package is imported, which registers its plugins."""
 
-from scheduler.plugins import first_fit_gpus, resource_fit  # noqa: F401
+import importlib
+import pkgutil
+
+for _info in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_info.name}")

@@ -12,7 +12,9 @@ SCHEDULER_ADAPTERS = ("backends/kubernetes", "agent")
 
 
 def test_platform_is_a_source_root_not_a_package() -> None:
-    assert not (ROOT / "platform" / "__init__.py").exists(), "platform/__init__.py would shadow stdlib 'platform'"
+    assert not (ROOT / "platform" / "__init__.py").exists(), (
+        "platform/__init__.py would shadow stdlib 'platform'"
+    )
 
 
 def test_no_top_level_package_shadows_the_standard_library() -> None:

@@ -1,4 +1,4 @@
-from config.settings.base import *  # noqa: F403
 from config.env import env_bool
+from config.settings.base import *  # noqa: F403
 
 DEBUG = env_bool("DJANGO_DEBUG", True)
