@@ -18,6 +18,18 @@ class JobImage(models.Model):
     registry = models.CharField(max_length=200, blank=True, help_text="Registry prefix, e.g. ghcr.io/acme")
     dockerfile = models.CharField(max_length=300, blank=True)
     digest = models.CharField(max_length=100, blank=True)
+    # Added for the standard-image catalog (images/catalog.py, `manage.py images sync|build`).
+    accelerator = models.CharField(
+        max_length=3, blank=True, choices=[("gpu", "GPU"), ("cpu", "CPU")], help_text="Empty: not declared"
+    )
+    base_image = models.CharField(max_length=300, blank=True, help_text="The image it is built FROM")
+    labels = models.JSONField(default=dict, blank=True, help_text="Every label, inherited ones included")
+    image_id = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Local image ID (sha256:...) of the last build that passed its smoke test",
+    )
+    built_at = models.DateTimeField(null=True, blank=True)
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)

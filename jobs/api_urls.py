@@ -1,1 +1,15 @@
-urlpatterns: list = []
+"""Routes of the jobs API and the cluster view (mounted under /api/v1/). The trailing slash is
+optional, so ``curl -X POST .../api/v1/jobs`` works as well as ``.../jobs/``."""
+
+from django.urls import re_path
+
+from config.routers import OptionalSlashRouter
+from jobs.api import ClusterView, JobViewSet
+
+router = OptionalSlashRouter()
+router.register("jobs", JobViewSet, basename="job")
+
+urlpatterns: list = [
+    re_path(r"^cluster/?$", ClusterView.as_view(), name="cluster"),
+    *router.urls,
+]

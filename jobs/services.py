@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.models import Role, Team
+from images.models import JobImage
 from jobs.models import Job, JobEvent
+from jobs.selectors import resolve_image
+from jobs.specs import JobSpec, gpu_milli_per_replica, validate_job_spec
 from jobs.states import HOLDS_QUOTA, JobStatus, is_legal
-from quotas.services import quota_release
+from quotas.services import quota_release, quota_reserve
+
+logger = logging.getLogger(__name__)
+audit = logging.getLogger("audit")
 
 
 class IllegalTransition(Exception):
@@ -15,6 +26,14 @@ class IllegalTransition(Exception):
         super().__init__(f"job {job_id}: {source} -> {target} is not a legal transition")
         self.source = source
         self.target = target
+
+
+def _gpu_hours_used(job: Job) -> float:
+    """GPU-hours a job consumed: its GPUs times the time it ran (queue time uses no GPU)."""
+    if job.started_at is None:
+        return 0.0
+    end = job.finished_at or timezone.now()
+    return job.total_gpu_milli / 1000.0 * max(0.0, (end - job.started_at).total_seconds()) / 3600.0
 
 
 @transaction.atomic
@@ -69,6 +88,230 @@ def job_transition(
         job=locked, from_status=source.value, to_status=to.value, actor=actor, reason=reason
     )
     if source in HOLDS_QUOTA and to not in HOLDS_QUOTA:
-        quota_release(job_id=locked.pk)
+        quota_release(job_id=locked.pk, gpu_hours=_gpu_hours_used(locked))
     job.refresh_from_db()
     return True
+
+
+# --- submission, cancel, clone -------------------------------------------------------------------
+
+QUEUED_REASON = "Waiting for the next scheduling cycle."
+# Cancelling these needs nothing from the cluster: no task was ever bound.
+STOP_DIRECTLY = frozenset({JobStatus.DRAFT, JobStatus.SUBMITTED, JobStatus.QUEUED, JobStatus.REQUEUED})
+# Cancelling these must delete tasks on the backend first (STOPPING, then the stop task ends it).
+STOP_VIA_BACKEND = frozenset({JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING})
+
+
+class JobConflict(Exception):
+    """The job's current state does not allow the request (HTTP 409)."""
+
+
+def _resolve_team(*, user: Any, team: Team | int | str | None) -> Team:
+    """The team a submission goes to. Unknown teams and teams the user is not in look the same (400);
+    a team where the user is only a viewer is a permission error (403)."""
+    from accounts.selectors import can_write, role_of, teams_for_user
+
+    mine = teams_for_user(user=user)
+    if team is None:
+        writable = [t for t in mine if can_write(t.role)]
+        if len(writable) == 1:
+            return writable[0]
+        if not writable and mine.exists():
+            raise PermissionDenied("You are a viewer in all your teams; viewers cannot submit jobs.")
+        message = "Name the team to submit to." if writable else "You are not a member of any team."
+        raise ValidationError({"team": [message]})
+    if isinstance(team, Team):
+        found: Team | None = team if role_of(user=user, team=team) else None
+    elif isinstance(team, int) and not isinstance(team, bool):
+        found = mine.filter(pk=team).first()
+    elif isinstance(team, str) and team.strip().isdigit():
+        found = mine.filter(pk=int(team)).first()
+    elif isinstance(team, str):
+        found = mine.filter(slug=team.strip()).first()
+    else:
+        found = None
+    if found is None:
+        raise ValidationError({"team": ["No team with this id or slug among your teams."]})
+    if not can_write(role_of(user=user, team=found)):
+        raise PermissionDenied(f"Viewers of team {found.name} cannot submit jobs.")
+    return found
+
+
+def _driver_problem(image: JobImage, spec: JobSpec) -> str | None:
+    """Why no GPU node can run ``image`` (its minimum driver), or None.
+
+    Uses images.compat and the backend's node drivers. Best effort: if either is unavailable (module not
+    installed, backend unreachable) the check is skipped and the scheduler's filters decide later.
+    """
+    if not image.min_driver or gpu_milli_per_replica(spec) == 0:
+        return None
+    try:
+        from images.compat import driver_incompatibility
+        from jobs.cluster import get_backend
+
+        nodes = get_backend().snapshot().nodes
+    except Exception:  # noqa: BLE001  (an optional check must never make a submission fail)
+        logger.warning("driver compatibility check skipped", exc_info=True)
+        return None
+    drivers = [
+        node.driver_version
+        for node in nodes
+        if node.gpus and (not spec.gpu_models or node.gpu_model in spec.gpu_models)
+    ]
+    if not drivers:
+        return None
+    return driver_incompatibility(image.min_driver, drivers, image=image.reference)
+
+
+def _request_scheduling_cycle() -> None:
+    try:
+        from jobs.dispatch import request_scheduling_cycle
+    except ImportError:  # the worker side is not installed: beat-less setups still store the job
+        logger.warning("jobs.dispatch is missing; no scheduling cycle requested")
+        return
+    request_scheduling_cycle()
+
+
+def _request_stop(job_id: int) -> None:
+    try:
+        from jobs.dispatch import request_stop
+    except ImportError:
+        logger.warning("jobs.dispatch is missing; stop of job %s not requested", job_id)
+        return
+    request_stop(job_id)
+
+
+def job_submit(
+    *,
+    user: Any,
+    spec: JobSpec,
+    image: JobImage | int | str,
+    team: Team | int | str | None = None,
+    reason: str = "",
+) -> Job:
+    """Validate ``spec``, admit it against the team's quota and queue it. Returns the QUEUED job.
+
+    Raises ValidationError (field messages: bad spec, unknown team or image, inactive or incompatible
+    image), PermissionDenied (the user is a viewer of the team) or QuotaDenied (over a limit). In every
+    one of those cases nothing is stored. The job goes DRAFT -> SUBMITTED -> QUEUED in one transaction
+    whose quota rows are locked in the fixed order of quotas.services, so concurrent submissions never
+    overshoot a quota; a scheduling cycle is requested once it commits.
+    """
+    errors = validate_job_spec(spec)
+    chosen_team = _resolve_team(user=user, team=team)
+    chosen_image = resolve_image(image)
+    if chosen_image is None:
+        errors["image"] = ["Unknown image; see GET /api/v1/images/ for the catalog."]
+    elif not chosen_image.is_active:
+        errors["image"] = [f"Image {chosen_image.reference} is retired; choose an active image."]
+    elif not errors and (problem := _driver_problem(chosen_image, spec)):
+        errors["image"] = [problem]
+    if errors:
+        raise ValidationError(errors)
+    assert chosen_image is not None
+    actor = user.get_username()
+    with transaction.atomic():
+        job = Job.objects.create(
+            name=spec.name.strip() or chosen_image.name,
+            team=chosen_team,
+            user=user,
+            image=chosen_image,
+            command=list(spec.command),
+            args=list(spec.args),
+            env=dict(spec.env),
+            gpus=spec.gpus,
+            gpu_milli=0 if spec.gpus else (spec.gpu_milli or 0),
+            gpu_memory_mib=spec.gpu_memory_mib,
+            gpu_models=list(spec.gpu_models),
+            cpu_milli=spec.cpu_milli,
+            memory_mib=spec.memory_mib,
+            replicas=spec.replicas,
+            priority=spec.priority,
+            max_runtime_seconds=spec.max_runtime_seconds,
+            max_retries=spec.max_retries,
+            slowdown_tolerance=float(spec.slowdown_tolerance),
+            sim_duration_seconds=spec.sim_duration_seconds,
+            status=JobStatus.DRAFT.value,
+        )
+        JobEvent.objects.create(
+            job=job, from_status="", to_status=JobStatus.DRAFT.value, actor=actor, reason="created"
+        )
+        job_transition(job=job, to=JobStatus.SUBMITTED, actor=actor, reason=reason or "submitted")
+        usage = quota_reserve(job=job, team=chosen_team, user_id=user.pk, gpu_milli=job.total_gpu_milli)
+        job_transition(
+            job=job,
+            to=JobStatus.QUEUED,
+            actor="system",
+            reason=f"admitted by quota ({usage.gpu_milli / 1000:g} GPU reserved); {QUEUED_REASON}",
+        )
+        Job.objects.filter(pk=job.pk).update(pending_reason=QUEUED_REASON)
+        _request_scheduling_cycle()
+    job.refresh_from_db()
+    audit.info("job submitted: id=%s team=%s by=%s", job.pk, chosen_team.slug, actor)
+    return job
+
+
+def _may_cancel(*, user: Any, job: Job) -> bool:
+    from accounts.selectors import role_of
+
+    role = role_of(user=user, team=job.team_id)
+    return role == Role.OWNER or (role == Role.MEMBER and job.user_id == user.pk) or user.is_superuser
+
+
+def job_cancel(*, job: Job, user: Any, reason: str = "") -> Job:
+    """Cancel ``job`` on behalf of ``user`` (a team owner, the member who submitted it, or a superuser).
+
+    Not yet on the cluster (DRAFT, SUBMITTED, QUEUED, REQUEUED): straight to STOPPED, quota released.
+    ADMITTED, STARTING or RUNNING: STOPPING, and the backend is asked to delete its tasks once this
+    commits (the stop task then finishes it as STOPPED). Already STOPPING or STOPPED: no change.
+    SUCCEEDED or FAILED: JobConflict. Raises PermissionDenied for anyone else. Races with the scheduler
+    are handled by compare-and-set: the decision is re-made if the job moved meanwhile.
+    """
+    if not _may_cancel(user=user, job=job):
+        raise PermissionDenied("Only the job's submitter or a team owner can cancel it.")
+    actor = user.get_username()
+    why = reason or f"cancelled by {actor}"
+    for _attempt in range(5):
+        job.refresh_from_db()
+        status = JobStatus(job.status)
+        if status in (JobStatus.STOPPING, JobStatus.STOPPED):
+            return job
+        if status.is_terminal:
+            raise JobConflict(f"Job {job.pk} already finished as {status.value}; there is nothing to cancel.")
+        target = JobStatus.STOPPED if status in STOP_DIRECTLY else JobStatus.STOPPING
+        with transaction.atomic():
+            if job_transition(job=job, to=target, actor=actor, reason=why, expected_from=status):
+                if target is JobStatus.STOPPING:
+                    _request_stop(job.pk)
+                audit.info("job cancelled: id=%s from=%s by=%s", job.pk, status.value, actor)
+                return job
+    raise JobConflict(f"Job {job.pk} keeps changing state; try again.")
+
+
+def spec_of(job: Job) -> JobSpec:
+    """The spec ``job`` was submitted with."""
+    return JobSpec(
+        name=job.name,
+        command=list(job.command),
+        args=list(job.args),
+        env=dict(job.env),
+        gpus=job.gpus,
+        gpu_milli=job.gpu_milli or None,
+        gpu_memory_mib=job.gpu_memory_mib,
+        gpu_models=list(job.gpu_models),
+        cpu_milli=job.cpu_milli,
+        memory_mib=job.memory_mib,
+        replicas=job.replicas,
+        priority=job.priority,
+        max_runtime_seconds=job.max_runtime_seconds,
+        max_retries=job.max_retries,
+        slowdown_tolerance=job.slowdown_tolerance,
+        sim_duration_seconds=job.sim_duration_seconds,
+    )
+
+
+def job_clone(*, job: Job, user: Any) -> Job:
+    """Submit a copy of ``job`` (same team, image and spec) as ``user``; the same rules as job_submit."""
+    return job_submit(
+        user=user, spec=spec_of(job), image=job.image_id, team=job.team, reason=f"clone of job {job.pk}"
+    )

@@ -8,10 +8,19 @@ The cycle, per pending job in the given order (the caller orders the queue):
    score is ``sum(weight_p * score_p) / sum(weight_p)``;
 3. the best node wins; ties break by the node's position in ``snapshot.nodes`` (first wins), a
    stable order callers control;
-4. the profile's GPU chooser picks the GPU indices on that node; the task is *reserved* on a working
-   copy of the snapshot so later tasks and jobs see it;
+4. the profile's GPU chooser picks the GPU indices on that node (``multi_gpu_chooser``, when set,
+   for tasks of two or more whole GPUs); the task is *reserved* on a working copy of the snapshot so
+   later tasks and jobs see it;
 5. if any task of the job cannot be placed, the job's reservations are undone (gang: all or nothing)
    and the job gets a user-facing reason in ``Decision.unschedulable``.
+
+Plugins come in two shapes. A per-node plugin implements ``filter``/``score``/``choose_gpus`` on one
+``Node``. A *batch* plugin also implements ``filter_rows``/``score_rows``/``choose_gpus_row`` on the
+NumPy view of the whole cluster (``CycleState.arrays``, see ``scheduler.frag.arrays``); its per-node
+methods call the same math on a one-row view. The engine (``scheduler.frag.engine``) uses the batch
+hook when a plugin has one and the per-node hook otherwise, so both kinds mix in one profile. A batch
+plugin with ``cacheable = True`` promises its value for a row depends only on the task's shape, that
+row's state and ``cache_token(state)``; the engine then recomputes only rows that changed.
 """
 
 from __future__ import annotations
@@ -20,6 +29,8 @@ import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
 
 from scheduler.model import (
     GPU_MILLI,
@@ -73,6 +84,11 @@ class CycleState:
     snapshot: ClusterSnapshot
     job: JobRequest | None = None
     data: dict[str, Any] = field(default_factory=dict)
+    # NumPy view of ``snapshot.nodes`` (a ``scheduler.frag.arrays.ClusterArrays``), kept in step by
+    # the engine; None outside a scheduling cycle.
+    arrays: Any = None
+    # Randomness for plugins that need it (Random baseline); seeded so that cycles are reproducible.
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
 
 
 @runtime_checkable
@@ -101,6 +117,36 @@ class GpuChooserPlugin(Protocol):
     name: str
 
     def choose_gpus(self, state: CycleState, task: TaskRequest, node: Node) -> tuple[int, ...] | None: ...
+
+
+@runtime_checkable
+class BatchFilterPlugin(Protocol):
+    """Filter every row in ``rows`` at once; returns a boolean array aligned with ``rows``."""
+
+    name: str
+
+    def filter_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class BatchScorePlugin(Protocol):
+    """Score every row in ``rows`` at once; returns a float array aligned with ``rows``."""
+
+    name: str
+
+    def score_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class BatchNormalizePlugin(Protocol):
+    def normalize_rows(self, scores: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class BatchGpuChooserPlugin(Protocol):
+    name: str
+
+    def choose_gpus_row(self, state: CycleState, task: TaskRequest, row: int) -> tuple[int, ...] | None: ...
 
 
 PluginFactory = Callable[..., Any]
@@ -139,7 +185,11 @@ class Profile:
     """Which plugins run, with which weights and arguments.
 
     ``filters``: plugin names; ``scores``: plugin name -> weight; ``gpu_chooser``: plugin name;
-    ``args``: plugin name -> keyword arguments for its constructor.
+    ``multi_gpu_chooser``: plugin name used instead of ``gpu_chooser`` for tasks of 2+ whole GPUs
+    (e.g. a topology-aware GPU-set search), None = ``gpu_chooser`` for all;
+    ``args``: plugin name -> keyword arguments for its constructor;
+    ``whole_gpus``: hand out whole GPUs only (a shared request takes one whole GPU), the way the
+    stock Kubernetes device plugin does; for comparisons.
     """
 
     name: str = "default"
@@ -147,12 +197,23 @@ class Profile:
     scores: dict[str, float] = field(default_factory=dict)
     gpu_chooser: str = "first_fit_gpus"
     args: dict[str, dict[str, Any]] = field(default_factory=dict)
+    multi_gpu_chooser: str | None = None
+    whole_gpus: bool = False
+    description: str = ""
+
+    def plugin_names(self) -> list[str]:
+        names = [*self.filters, *self.scores, self.gpu_chooser]
+        if self.multi_gpu_chooser:
+            names.append(self.multi_gpu_chooser)
+        return names
 
     def build(self) -> BuiltProfile:
         filters = [create_plugin(n, self.args.get(n)) for n in self.filters]
         scores = [(create_plugin(n, self.args.get(n)), float(w)) for n, w in self.scores.items()]
         chooser = create_plugin(self.gpu_chooser, self.args.get(self.gpu_chooser))
-        return BuiltProfile(self, filters, scores, chooser)
+        multi = self.multi_gpu_chooser
+        multi_chooser = create_plugin(multi, self.args.get(multi)) if multi else None
+        return BuiltProfile(self, filters, scores, chooser, multi_chooser)
 
 
 @dataclass
@@ -161,6 +222,12 @@ class BuiltProfile:
     filters: list[Any]
     scores: list[tuple[Any, float]]
     chooser: Any
+    multi_chooser: Any = None
+
+    def chooser_for(self, task: TaskRequest) -> Any:
+        if self.multi_chooser is not None and task.gpus >= 2:
+            return self.multi_chooser
+        return self.chooser
 
 
 def min_max_normalize(scores: list[float]) -> list[float]:
@@ -213,72 +280,41 @@ def placement_for(task: TaskRequest, job: JobRequest, node: Node, gpus: tuple[in
     )
 
 
-def _place_task(built: BuiltProfile, state: CycleState, task: TaskRequest) -> tuple[Placement | None, str]:
-    job = state.job
-    assert job is not None
-    feasible: list[Node] = []
-    reasons: dict[str, int] = {}
-    for node in state.snapshot.nodes:
-        if not node.schedulable:
-            reasons["node is not schedulable"] = reasons.get("node is not schedulable", 0) + 1
-            continue
-        for plugin in built.filters:
-            status = plugin.filter(state, task, node)
-            if not status.ok:
-                reasons[status.reason] = reasons.get(status.reason, 0) + 1
-                break
-        else:
-            feasible.append(node)
-    if not feasible:
-        summary = "; ".join(f"{count} node(s): {why}" for why, count in sorted(reasons.items()))
-        return None, f"0/{len(state.snapshot.nodes)} nodes fit task {task.task_id}: {summary}"
-
-    totals = [0.0] * len(feasible)
-    weight_sum = sum(w for _, w in built.scores) or 1.0
-    for plugin, weight in built.scores:
-        raw = [float(plugin.score(state, task, node)) for node in feasible]
-        norm = plugin.normalize(raw) if isinstance(plugin, NormalizePlugin) else raw
-        for i, s in enumerate(norm):
-            totals[i] += weight * s / weight_sum
-
-    order = sorted(range(len(feasible)), key=lambda i: (-totals[i], i))
-    for i in order:
-        node = feasible[i]
-        gpus = built.chooser.choose_gpus(state, task, node) if task.total_gpu_milli else ()
-        if gpus is None:
-            continue
-        placement = placement_for(task, job, node, tuple(gpus))
-        placement.reason = f"node {node.name} scored {totals[i]:.1f}/100 by profile {built.profile.name}"
-        return placement, ""
-    return None, f"no GPU set on the {len(feasible)} feasible node(s) fits task {task.task_id}"
-
-
 def schedule(
     snapshot: ClusterSnapshot,
     pending: Sequence[JobRequest],
     profile: Profile | BuiltProfile | None = None,
+    *,
+    data: dict[str, Any] | None = None,
 ) -> Decision:
-    """Place ``pending`` jobs, in the given order, onto ``snapshot``; the snapshot is not modified."""
+    """Place ``pending`` jobs, in the given order, onto ``snapshot``; the snapshot is not modified.
+
+    ``data`` seeds ``CycleState.data`` (e.g. ``{"target_workload": [...tasks...]}`` for FGD).
+    """
+    from scheduler.frag.arrays import ClusterArrays
+    from scheduler.frag.engine import PlacementEngine
+
     built = profile if isinstance(profile, BuiltProfile) else (profile or Profile()).build()
     working = snapshot.copy()
-    nodes = {n.name: n for n in working.nodes}
+    state = CycleState(snapshot=working, data=dict(data or {}), arrays=ClusterArrays.from_snapshot(working))
+    engine = PlacementEngine(built, state, working.nodes)
     decision = Decision()
-    state = CycleState(snapshot=working)
     for job in pending:
         state.job = job
-        placed: list[Placement] = []
+        placed: list[tuple[int, Placement]] = []
         failure = ""
         for task in job.tasks:
-            placement, failure = _place_task(built, state, task)
-            if placement is None:
+            outcome = engine.place(task)
+            if outcome.placement is None:
+                failure = outcome.reason
                 break
-            reserve(nodes[placement.node], placement)
-            placed.append(placement)
+            engine.commit(outcome.row, outcome.placement)
+            placed.append((outcome.row, outcome.placement))
         if failure:
-            for placement in placed:
-                unreserve(nodes[placement.node], placement)
+            for row, placement in reversed(placed):
+                engine.release(row, placement)
             decision.unschedulable[job.job_id] = failure
         else:
-            decision.placements.extend(placed)
+            decision.placements.extend(p for _, p in placed)
     state.job = None
     return decision

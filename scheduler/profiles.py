@@ -1,4 +1,12 @@
-"""Named scheduler profiles. The platform picks one by name (setting ``SCHEDULER_PROFILE``)."""
+"""Named scheduler profiles. The platform picks one by name (setting ``SCHEDULER_PROFILE``); the
+fragmentation benchmark (``python -m scheduler frag --policy NAME``) takes the same names.
+
+Baselines of the FGD paper (one score plugin at weight 1000, as in its simulator, ties to the first
+node in the caller's order): ``random``, ``dot_product``, ``gpu_clustering``, ``gpu_packing``,
+``best_fit``, ``fgd``. For comparison: ``k8s_default`` (whole GPUs, spread), ``first_fit``,
+``balance`` (the seed strategy alone). ``default`` is the profile that won the benchmark; see
+docs/benchmarks/frag.md.
+"""
 
 from __future__ import annotations
 
@@ -8,19 +16,82 @@ from scheduler.framework import Profile
 
 
 def _first_fit() -> Profile:
-    return Profile(name="first_fit", filters=("resource_fit",), scores={}, gpu_chooser="first_fit_gpus")
+    return Profile(name="first_fit", filters=("resource_fit",), scores={}, gpu_chooser="first_fit_gpus",
+                   description="first feasible node, lowest-indexed GPUs")
+
+
+def _single(name: str, plugin: str, chooser: str = "best_fit_gpus", description: str = "") -> Callable[[], Profile]:
+    def make() -> Profile:
+        return Profile(name=name, filters=("resource_fit",), scores={plugin: 1000.0}, gpu_chooser=chooser,
+                       description=description)
+
+    return make
+
+
+def _k8s_default() -> Profile:
+    return Profile(
+        name="k8s_default",
+        filters=("resource_fit",),
+        scores={"k8s_spread": 1.0},
+        gpu_chooser="first_fit_gpus",
+        whole_gpus=True,
+        description="Kubernetes default: whole GPUs only, least-allocated spread",
+    )
+
+
+def _balance() -> Profile:
+    return Profile(
+        name="balance",
+        filters=("resource_fit",),
+        scores={"balance": 1.0},
+        gpu_chooser="best_fit_gpus",
+        description="seed strategy: balanced multi-dimensional use, no similar-profile stacking",
+    )
+
+
+def _default() -> Profile:
+    return Profile(
+        name="default",
+        filters=("resource_fit",),
+        scores={"fgd_plus": 1.0},
+        gpu_chooser="fgd_plus_gpus",
+        description="fragmentation against the observed workload mix with packing and memory-aware fit",
+    )
 
 
 PROFILES: dict[str, Callable[[], Profile]] = {
     "first_fit": _first_fit,
-    # Until the fine-grained profile lands, the default is first fit.
-    "default": _first_fit,
+    "random": _single("random", "random", "random_gpus", "FGD paper baseline Random"),
+    "dot_product": _single("dot_product", "dot_product", description="FGD paper baseline DotProd"),
+    "gpu_clustering": _single("gpu_clustering", "gpu_clustering", description="FGD paper baseline GpuClustering"),
+    "gpu_packing": _single("gpu_packing", "gpu_packing", description="FGD paper baseline GpuPacking"),
+    "best_fit": _single("best_fit", "best_fit", description="FGD paper baseline BestFit"),
+    "fgd": _single("fgd", "fgd", "fgd_gpus", "FGD (Weng et al., ATC'23)"),
+    "k8s_default": _k8s_default,
+    "balance": _balance,
+    "default": _default,
 }
+
+# The reference results' policy names (``sc_policy`` without the NN- prefix) -> our profile names.
+ALIASES: dict[str, str] = {
+    "dotprod": "dot_product",
+    "gpuclustering": "gpu_clustering",
+    "gpupacking": "gpu_packing",
+    "bestfit": "best_fit",
+    "firstfit": "first_fit",
+    "k8s": "k8s_default",
+}
+
+
+def canonical_name(name: str) -> str:
+    """Profile name for ``name``, accepting the FGD paper's spellings (``DotProd``, ``FGD``, ...)."""
+    key = name.strip().lower().replace("-", "_")
+    return ALIASES.get(key.replace("_", ""), key)
 
 
 def get_profile(name: str) -> Profile:
     try:
-        return PROFILES[name]()
+        return PROFILES[canonical_name(name)]()
     except KeyError:
         raise ValueError(
             f"unknown scheduler profile {name!r}; known: {', '.join(sorted(PROFILES))}"

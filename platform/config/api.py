@@ -1,12 +1,28 @@
-"""API-wide pieces: pagination with a total count and the one error shape {message, code, extra}."""
+"""API-wide pieces: pagination with a total count, the one error shape {message, code, extra},
+strict input serializers. Loaded by DRF's settings while rest_framework.generics is being imported, so
+this module must not import drf_spectacular or DRF views (circular import).
+
+Services raise plain Django/domain exceptions (ValidationError, PermissionDenied, QuotaDenied,
+JobConflict, backend errors); ``exception_handler`` is the single place that turns them into HTTP
+answers, so views stay thin and no expected failure becomes a 500.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from typing import Any
 
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import SuspiciousOperation
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import exceptions, serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import set_rollback
+
+logger = logging.getLogger(__name__)
 
 
 class Pagination(PageNumberPagination):
@@ -37,10 +53,82 @@ class Pagination(PageNumberPagination):
         }
 
 
+class ErrorSerializer(serializers.Serializer):
+    """The one error shape of every non-2xx answer (for the OpenAPI schema)."""
+
+    message = serializers.CharField()
+    code = serializers.CharField()
+    extra = serializers.DictField()
+
+
+class StrictInputMixin:
+    """Refuse unknown fields (400) instead of silently ignoring them: a typo such as ``gpu_mili``
+    would otherwise submit a job without the GPU share its author asked for."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            known = {name for name, f in self.fields.items() if not f.read_only}  # type: ignore[attr-defined]
+            unknown = sorted(str(key) for key in data if key not in known)
+            if unknown:
+                raise serializers.ValidationError({key[:100]: ["Unknown field."] for key in unknown[:20]})
+        return super().to_internal_value(data)  # type: ignore[misc]
+
+
+def _error(status_code: int, message: str, code: str, extra: dict[str, Any] | None = None) -> Response:
+    return Response({"message": message, "code": code, "extra": extra or {}}, status=status_code)
+
+
+def _django_validation_fields(exc: DjangoValidationError) -> dict[str, list[str]]:
+    if hasattr(exc, "error_dict"):
+        return {field: list(messages) for field, messages in exc.message_dict.items()}
+    return {"non_field_errors": list(exc.messages)}
+
+
+def _summary(fields: Any) -> str:
+    if isinstance(fields, dict) and fields:
+        names = [str(name) for name in fields if name != "non_field_errors"]
+        if not names:
+            first = fields.get("non_field_errors")
+            if isinstance(first, list) and first:
+                return str(first[0])
+        return "Invalid input: " + ", ".join(names[:10]) + "."
+    return "Invalid input."
+
+
+def _domain_error(exc: Exception) -> Response | None:
+    """Answers for the exceptions services raise (imports are late: apps import this module's users)."""
+    from jobs.cluster import BackendNotAvailable
+    from jobs.services import IllegalTransition, JobConflict
+    from quotas.services import QuotaDenied
+    from scheduler.backends.base import BackendError
+
+    if isinstance(exc, DjangoValidationError):
+        fields = _django_validation_fields(exc)
+        return _error(400, _summary(fields), "invalid", {"fields": fields})
+    if isinstance(exc, QuotaDenied):
+        return _error(409, exc.message, "quota_exceeded", {"limit": exc.field})
+    if isinstance(exc, JobConflict | IllegalTransition):
+        return _error(409, str(exc), "conflict")
+    if isinstance(exc, BackendError | BackendNotAvailable):
+        return _error(503, f"The cluster backend is unavailable: {exc}", "backend_unavailable")
+    if isinstance(exc, SuspiciousOperation):
+        return _error(400, str(exc) or "Bad request.", "bad_request")
+    return None
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, DjangoPermissionDenied):
+        # DRF would replace the service's message with a generic one; keep it, it says why.
+        exc = exceptions.PermissionDenied(str(exc) or None)
     response = drf_exception_handler(exc, context)
     if response is None:
-        return None
+        response = _domain_error(exc)
+        if response is None:
+            # Unexpected: log it with the traceback and still answer in the one shape.
+            logger.error("unhandled error in %s", context.get("view"), exc_info=exc)
+            response = _error(500, "Internal error; the operators have been told.", "server_error")
+        set_rollback()
+        return response
     data = response.data
     code = getattr(exc, "default_code", "error")
     if isinstance(data, dict) and "detail" in data and len(data) == 1:
@@ -48,7 +136,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         code = getattr(data["detail"], "code", code)
         extra: dict[str, Any] = {}
     else:
-        message = "Invalid input." if response.status_code == 400 else "Request failed."
-        extra = {"fields": data}
+        fields = data if isinstance(data, dict) else {"non_field_errors": data}
+        message = _summary(fields) if response.status_code == 400 else "Request failed."
+        extra = {"fields": fields}
     response.data = {"message": message, "code": str(code), "extra": extra}
     return response

@@ -7,14 +7,19 @@ so N concurrent submissions can never overshoot a limit.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Team
 from quotas.models import Quota, UsageEntry, UserUsage
+
+audit = logging.getLogger("audit")
 
 
 @dataclass(frozen=True)
@@ -39,11 +44,10 @@ def _lock_user_usage(team: Team, user_id: int) -> UserUsage:
 
 
 def month_gpu_hours(team: Team) -> float:
-    start = timezone.now().replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    total = 0.0
-    for entry in UsageEntry.objects.filter(team=team).exclude(released_at__lt=start):
-        total += entry.gpu_hours if entry.released_at else _hours_so_far(entry)
-    return total
+    """GPU-hours ``team`` used since the start of this month (UTC). See quotas.selectors."""
+    from quotas.selectors import gpu_hours_this_month
+
+    return gpu_hours_this_month(team=team)
 
 
 def _hours_so_far(entry: UsageEntry) -> float:
@@ -107,3 +111,61 @@ def quota_release(*, job_id: int, gpu_hours: float | None = None) -> bool:
     )
     UserUsage.objects.filter(pk=usage.pk).update(used_gpu_milli=F("used_gpu_milli") - entry.gpu_milli)
     return True
+
+
+def quota_ensure(*, team: Team) -> Quota:
+    """The team's quota row, created with the model defaults if it does not exist yet."""
+    quota, _ = Quota.objects.get_or_create(team=team)
+    return quota
+
+
+# Limits an administrator may set, and the largest value each accepts.
+QUOTA_LIMITS: dict[str, float] = {
+    "guaranteed_gpu_milli": 10_000_000,
+    "max_gpu_milli": 10_000_000,
+    "max_concurrent_jobs": 1_000_000,
+    "gpu_hours_per_month": 100_000_000.0,
+    "per_user_gpu_milli": 10_000_000,
+}
+
+
+def quota_limit_errors(*, quota: Quota, limits: dict[str, Any]) -> dict[str, list[str]]:
+    """Field messages for ``limits`` applied to ``quota`` (empty when valid). Pure: changes nothing."""
+    errors: dict[str, list[str]] = {}
+    for name, value in limits.items():
+        if name not in QUOTA_LIMITS:
+            errors[name] = ["Unknown quota limit."]
+            continue
+        is_float = isinstance(QUOTA_LIMITS[name], float)
+        valid_type = isinstance(value, int | float) if is_float else isinstance(value, int)
+        if isinstance(value, bool) or not valid_type:
+            errors[name] = ["A number is required." if is_float else "An integer is required."]
+        elif not 0 <= value <= QUOTA_LIMITS[name]:
+            errors[name] = [f"Must be between 0 and {QUOTA_LIMITS[name]:g}."]
+    if not errors:
+        guaranteed = limits.get("guaranteed_gpu_milli", quota.guaranteed_gpu_milli)
+        maximum = limits.get("max_gpu_milli", quota.max_gpu_milli)
+        if guaranteed > maximum:
+            errors["guaranteed_gpu_milli"] = ["The guarantee cannot exceed the maximum (max_gpu_milli)."]
+    return errors
+
+
+@transaction.atomic
+def quota_set(*, team: Team, actor: Any, **limits: Any) -> Quota:
+    """Set some of the team's limits (names in :data:`QUOTA_LIMITS`); the others keep their values.
+
+    Raises ValidationError with field messages (see :func:`quota_limit_errors`) for unknown names,
+    negative or non-numeric values, or a guarantee above the maximum. Lowering a limit below current
+    usage is allowed: running jobs keep running, new submissions are refused until usage falls. The
+    running totals are never set here.
+    """
+    quota = _lock_quota(team)
+    errors = quota_limit_errors(quota=quota, limits=limits)
+    if errors:
+        raise ValidationError(errors)
+    for name, value in limits.items():
+        setattr(quota, name, value)
+    quota.updated_at = timezone.now()
+    quota.save(update_fields=[*limits, "updated_at"])
+    audit.info("quota set: %s %s by %s", team.slug, limits, getattr(actor, "username", actor))
+    return quota

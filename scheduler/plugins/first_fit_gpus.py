@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from scheduler.frag.batch import RowChooserMixin
 from scheduler.framework import CycleState, register
-from scheduler.model import Node, TaskRequest
-from scheduler.plugins.resource_fit import fitting_gpus
+from scheduler.model import TaskRequest
+from scheduler.plugins.resource_fit import fitting_gpu_mask
 
 
 @register("first_fit_gpus")
-class FirstFitGpus:
+class FirstFitGpus(RowChooserMixin):
     name = "first_fit_gpus"
 
-    def choose_gpus(self, state: CycleState, task: TaskRequest, node: Node) -> tuple[int, ...] | None:
-        candidates = fitting_gpus(task, node)
+    def choose_gpus_row(self, state: CycleState, task: TaskRequest, row: int) -> tuple[int, ...] | None:
+        candidates = np.flatnonzero(fitting_gpu_mask(state.arrays, task, np.array([row]))[0])
         needed = max(task.gpus, 1)
-        if len(candidates) < needed:
+        if candidates.size < needed:
             return None
-        return tuple(candidates[:needed])
+        return tuple(int(i) for i in candidates[:needed])

@@ -1,9 +1,18 @@
-"""Filter: the node has the CPU, memory, GPU count, milli-GPU, GPU memory and GPU model the task needs."""
+"""Filter: the node has the CPU, memory, GPU count, milli-GPU, GPU memory and GPU model the task needs.
+
+A whole-GPU task needs ``gpus`` idle GPUs (no milli-GPU and no GPU memory in use). A shared task needs
+one GPU with ``free milli >= gpu_milli`` and ``free memory >= gpu_memory_mib``. ``filter`` (one node,
+with a reason) and ``filter_rows`` (all nodes, NumPy) implement the same test; a property test holds
+them equal.
+"""
 
 from __future__ import annotations
 
+import numpy as np
+
+from scheduler.frag.arrays import ClusterArrays
 from scheduler.framework import CycleState, Status, register
-from scheduler.model import Node, TaskRequest
+from scheduler.model import GPU_MILLI, Node, TaskRequest
 
 
 def fitting_gpus(task: TaskRequest, node: Node) -> list[int]:
@@ -19,9 +28,24 @@ def fitting_gpus(task: TaskRequest, node: Node) -> list[int]:
     ]
 
 
+def fitting_gpu_mask(arrays: ClusterArrays, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
+    """(len(rows), G) mask of GPU slots that can take one GPU's share of ``task`` (model not checked)."""
+    free = arrays.gpu_free[rows]
+    mem_free = arrays.gpu_mem_free[rows]
+    if task.gpus:
+        return arrays.gpu_exists[rows] & (free == GPU_MILLI) & (mem_free == arrays.gpu_mem_cap[rows])
+    return arrays.gpu_exists[rows] & (free >= task.gpu_milli) & (mem_free >= task.gpu_memory_mib)
+
+
+def first_k(mask: np.ndarray, k: int) -> np.ndarray:
+    """The first ``k`` True entries of each row of ``mask`` (a mask of the same shape)."""
+    return mask & (np.cumsum(mask, axis=1) <= k)
+
+
 @register("resource_fit")
 class ResourceFit:
     name = "resource_fit"
+    cacheable = True
 
     def filter(self, state: CycleState, task: TaskRequest, node: Node) -> Status:
         if node.free_cpu_milli < task.cpu_milli:
@@ -40,3 +64,13 @@ class ResourceFit:
                 return Status.unschedulable(f"fewer than {task.gpus} free whole GPU(s)")
             return Status.unschedulable("no GPU with enough free milli-GPU and GPU memory")
         return Status.success()
+
+    def filter_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
+        arrays: ClusterArrays = state.arrays
+        ok = (arrays.cpu_free[rows] >= task.cpu_milli) & (arrays.mem_free[rows] >= task.memory_mib)
+        if not task.total_gpu_milli:
+            return ok
+        if task.gpu_models:
+            ok &= arrays.model_mask(task.gpu_models)[rows]
+        needed = max(task.gpus, 1)
+        return ok & (fitting_gpu_mask(arrays, task, rows).sum(axis=1) >= needed)

@@ -109,15 +109,29 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = (
         "data_folder_in": str(VAR_DIR / "broker" / "out"),
         "data_folder_out": str(VAR_DIR / "broker" / "out"),
         "processed_folder": str(VAR_DIR / "broker" / "processed"),
+        "control_folder": str(VAR_DIR / "broker" / "control"),
         "store_processed": False,
     }
 )
+if not REDIS_URL:
+    # The filesystem transport expects its folders to exist before web, worker or beat start.
+    for _folder in ("out", "processed", "control"):
+        (VAR_DIR / "broker" / _folder).mkdir(parents=True, exist_ok=True)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 SCHEDULE_INTERVAL_SECONDS = env_float("SCHEDULE_INTERVAL_SECONDS", 3.0)
+# One queue name for producers and workers; tests run an isolated worker on a queue of their own.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "celery")
+# Beat: periodic scheduling cycle and status sync (jobs.tasks), also the safety net for lost messages.
+CELERY_BEAT_SCHEDULE = {
+    name: {"task": f"jobs.tasks.{task}", "schedule": SCHEDULE_INTERVAL_SECONDS,
+           # A tick nobody ran in time is dropped: the next one does the same work.
+           "options": {"expires": SCHEDULE_INTERVAL_SECONDS * 3}}
+    for name, task in (("scheduling-cycle", "run_scheduling_cycle"), ("status-sync", "sync_status"))
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

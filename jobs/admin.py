@@ -1,0 +1,67 @@
+"""Django admin for jobs: read-only, with cancel going through jobs.services.job_cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from jobs.models import Job, JobEvent, Task
+from jobs.services import JobConflict, job_cancel
+
+
+class TaskInline(admin.TabularInline):
+    model = Task
+    extra = 0
+    can_delete = False
+    fields = [
+        "index",
+        "name",
+        "phase",
+        "node",
+        "gpu_indices",
+        "gpu_milli",
+        "gpu_memory_mib",
+        "predicted_slowdown",
+    ]
+    readonly_fields = fields
+
+
+class JobEventInline(admin.TabularInline):
+    model = JobEvent
+    extra = 0
+    can_delete = False
+    fields = ["created_at", "from_status", "to_status", "actor", "reason"]
+    readonly_fields = fields
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = ["id", "name", "team", "user", "status", "gpus", "gpu_milli", "replicas", "created_at"]
+    list_filter = ["status", "team"]
+    search_fields = ["name", "user__username", "team__slug"]
+    inlines = [TaskInline, JobEventInline]
+    actions = ["cancel"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return [field.name for field in Job._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # jobs are submitted through job_submit (API, portal), which admits quota
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a job's history is kept; cancel it instead
+
+    @admin.action(description="Cancel selected jobs")
+    def cancel(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        done = 0
+        for job in queryset:
+            try:
+                job_cancel(job=job, user=request.user, reason=f"cancelled by {request.user} in admin")
+                done += 1
+            except (JobConflict, PermissionDenied) as exc:
+                messages.warning(request, f"job {job.pk}: {exc}")
+        messages.success(request, f"Cancelled {done} job(s).")

@@ -1,0 +1,145 @@
+"""REST views of jobs and the cluster. Thin: parse input, call one selector or service, shape output.
+
+Every job query goes through jobs.selectors.jobs_for_user, so a job of another team is a 404; what a
+member may change is decided by jobs.services (viewers get 403).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.api import ErrorSerializer
+from jobs import selectors, services
+from jobs.filters import JobFilter
+from jobs.models import Job
+from jobs.serializers import (
+    JobCreateInput,
+    JobDetailOutput,
+    JobEventOutput,
+    JobLogsOutput,
+    JobOutput,
+    LogsQuery,
+)
+from jobs.specs import JobSpec
+
+ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer}
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Jobs of your teams", responses={200: JobOutput, 401: ErrorSerializer}),
+    retrieve=extend_schema(
+        summary="One job with its tasks and placements", responses={200: JobDetailOutput, **ERRORS}
+    ),
+)
+class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    filterset_class = JobFilter
+    lookup_value_regex = "[0-9]+"
+    ordering_fields = ["created_at", "submitted_at", "finished_at", "priority", "status", "name", "id"]
+    ordering = ["-created_at", "-id"]
+    serializer_class = JobOutput
+
+    def get_queryset(self) -> Any:
+        queryset = selectors.jobs_for_user(user=self.request.user)
+        if self.action == "retrieve":
+            queryset = queryset.prefetch_related("tasks")
+        return queryset
+
+    def get_object(self) -> Job:
+        job = selectors.job_for_user(user=self.request.user, job_id=self.kwargs["pk"])
+        self.check_object_permissions(self.request, job)
+        return job
+
+    def get_serializer_class(self) -> Any:
+        return JobDetailOutput if self.action == "retrieve" else JobOutput
+
+    def _output(self, job: Job, *, detail: bool = True, code: int = 200) -> Response:
+        serializer_class = JobDetailOutput if detail else JobOutput
+        context = {"request": self.request, "queue_positions": selectors.queue_positions([job.pk])}
+        return Response(serializer_class(job, context=context).data, status=code)
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        queryset = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(queryset)
+        assert page is not None  # pagination is always on (settings.REST_FRAMEWORK)
+        positions = selectors.queue_positions([job.pk for job in page if job.status == "QUEUED"])
+        data = JobOutput(page, many=True, context={"request": request, "queue_positions": positions}).data
+        return self.get_paginated_response(data)
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return self._output(self.get_object())
+
+    @extend_schema(
+        summary="Submit a job",
+        request=JobCreateInput,
+        responses={201: JobDetailOutput, 409: ErrorSerializer, **ERRORS},
+    )
+    def create(self, request: Request) -> Response:
+        data = JobCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = dict(data.validated_data)
+        team = fields.pop("team", None)
+        image = fields.pop("image")
+        job = services.job_submit(user=request.user, spec=JobSpec(**fields), image=image, team=team)
+        return self._output(job, code=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Cancel a job",
+        description="Queued jobs stop at once; admitted or running jobs go to STOPPING while their tasks "
+        "are deleted. Cancelling a stopping or stopped job changes nothing; a finished job is a 409.",
+        request=None,
+        responses={200: JobDetailOutput, 409: ErrorSerializer, **ERRORS},
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        job = services.job_cancel(job=self.get_object(), user=request.user)
+        return self._output(job)
+
+    @extend_schema(
+        summary="Submit a copy of a job",
+        request=None,
+        responses={201: JobDetailOutput, 409: ErrorSerializer, **ERRORS},
+    )
+    @action(detail=True, methods=["post"])
+    def clone(self, request: Request, pk: str | None = None) -> Response:
+        job = services.job_clone(job=self.get_object(), user=request.user)
+        return self._output(job, code=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Every state change of a job", responses={200: JobEventOutput(many=True), **ERRORS}
+    )
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
+    def events(self, request: Request, pk: str | None = None) -> Response:
+        events = selectors.job_events(job=self.get_object())
+        return Response(JobEventOutput(events, many=True).data)
+
+    @extend_schema(
+        summary="Output of a job's tasks",
+        parameters=[OpenApiParameter("task", OpenApiTypes.INT, description="Only this task index.")],
+        responses={200: JobLogsOutput, 503: ErrorSerializer, **ERRORS},
+    )
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
+    def logs(self, request: Request, pk: str | None = None) -> Response:
+        job = self.get_object()
+        query = LogsQuery(data=request.query_params.dict())
+        query.is_valid(raise_exception=True)
+        tasks = selectors.job_logs(job=job, task_index=query.validated_data.get("task"))
+        return Response({"job": job.pk, "tasks": tasks})
+
+
+class ClusterView(APIView):
+    """``GET /api/v1/cluster/``: nodes and GPUs with per-GPU allocation, from the cluster backend."""
+
+    @extend_schema(
+        summary="Nodes, GPUs and what runs on each GPU",
+        responses={200: OpenApiTypes.OBJECT, 401: ErrorSerializer, 503: ErrorSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(selectors.cluster_for_user(user=request.user))

@@ -1,0 +1,145 @@
+"""Bind an ADMITTED job: start every task on the backend, then ADMITTED -> STARTING.
+
+Idempotent: a job not in ADMITTED is left alone, and backends treat a repeated bind of the same task
+to the same place as done (deterministic task names). A gang is all or none: when a task cannot be
+bound for good, the tasks already bound are deleted before the job leaves ADMITTED.
+
+Errors: ``TransientBackendError`` propagates (the Celery task retries with backoff; the tasks bound so
+far stay and the retry finishes the rest); a placement conflict (the decision went stale) sends the job
+back to QUEUED for a new decision; any other ``PermanentBackendError`` fails the job (PLATFORM).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+from jobs import dispatch
+from jobs.cluster import get_backend
+from jobs.models import Job, Task
+from jobs.services import job_transition
+from jobs.states import FailureCategory, JobStatus
+from scheduler.backends.base import ClusterBackend, PermanentBackendError, TaskSpec
+from scheduler.backends.simulated import PlacementConflictError
+from scheduler.model import Placement
+
+logger = logging.getLogger(__name__)
+ACTOR = "scheduler"
+
+BindOutcome = Literal["bound", "skipped", "requeued", "failed"]
+
+
+def task_spec(job: Job, task: Task) -> TaskSpec:
+    return TaskSpec(
+        job_id=str(job.pk),
+        task_id=task.name,
+        rank=task.index,
+        world_size=job.replicas,
+        image=job.image.reference,
+        command=[str(c) for c in job.command],
+        args=[str(a) for a in (job.args or [])],
+        env={str(k): str(v) for k, v in (job.env or {}).items()},
+        max_runtime_s=job.max_runtime_seconds,
+        sim_duration_s=job.sim_duration_seconds,
+        team=job.team.slug,
+        user=job.user.username,
+    )
+
+
+def task_placement(job: Job, task: Task) -> Placement:
+    return Placement(
+        job_id=str(job.pk),
+        task_id=task.name,
+        node=task.node,
+        gpu_indices=tuple(task.gpu_indices),
+        gpu_milli=task.gpu_milli,
+        gpu_memory_mib=task.gpu_memory_mib,
+        cpu_milli=job.cpu_milli,
+        memory_mib=job.memory_mib,
+        reason=task.placement_reason,
+        predicted_slowdown=task.predicted_slowdown,
+    )
+
+
+def _undo(backend: ClusterBackend, job: Job) -> None:
+    try:
+        backend.delete_job(str(job.pk))
+    except Exception:  # noqa: BLE001  (best effort: sync's orphan sweep deletes leftovers later)
+        logger.warning("could not delete the tasks of job %s after a failed bind", job.pk, exc_info=True)
+
+
+def job_bind(*, job_id: int, backend: ClusterBackend | None = None) -> BindOutcome:
+    """Bind all tasks of ``job_id`` if it is ADMITTED. Raises TransientBackendError to be retried."""
+    job = Job.objects.select_related("team", "user", "image").filter(pk=job_id).first()
+    if job is None or job.status != JobStatus.ADMITTED.value:  # gone, or already handled
+        return "skipped"
+    backend = backend or get_backend()
+    tasks = list(job.tasks.order_by("index"))
+    if len(tasks) != job.replicas:
+        _undo(backend, job)
+        job_transition(
+            job=job,
+            to=JobStatus.QUEUED,
+            actor=ACTOR,
+            reason=f"placement incomplete ({len(tasks)} of {job.replicas} tasks); re-planning",
+            expected_from=JobStatus.ADMITTED,
+        )
+        dispatch.request_scheduling_cycle()
+        return "requeued"
+    try:
+        for task in tasks:
+            backend.bind(task_spec(job, task), task_placement(job, task))
+    except PlacementConflictError as exc:
+        _undo(backend, job)
+        job_transition(
+            job=job,
+            to=JobStatus.QUEUED,
+            actor=ACTOR,
+            reason=f"placement went stale ({exc}); re-planning",
+            expected_from=JobStatus.ADMITTED,
+        )
+        dispatch.request_scheduling_cycle()
+        return "requeued"
+    except PermanentBackendError as exc:
+        _undo(backend, job)
+        job_transition(
+            job=job,
+            to=JobStatus.FAILED,
+            actor=ACTOR,
+            reason=f"the cluster refused the job: {exc}",
+            expected_from=JobStatus.ADMITTED,
+            failure_category=FailureCategory.PLATFORM.value,
+        )
+        dispatch.request_scheduling_cycle()
+        return "failed"
+    moved = job_transition(
+        job=job,
+        to=JobStatus.STARTING,
+        actor=ACTOR,
+        reason=f"{len(tasks)} task(s) bound on {backend.name}",
+        expected_from=JobStatus.ADMITTED,
+    )
+    if not moved and JobStatus(job.status) not in (JobStatus.STARTING, JobStatus.RUNNING):
+        # Cancelled (or failed) while we were binding: do not leave its tasks running.
+        _undo(backend, job)
+        return "skipped"
+    return "bound" if moved else "skipped"
+
+
+def job_bind_gave_up(*, job_id: int, reason: str, backend: ClusterBackend | None = None) -> bool:
+    """After the bind's retries are exhausted: delete what was bound and fail the job (PLATFORM)."""
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None or job.status != JobStatus.ADMITTED.value:
+        return False
+    _undo(backend or get_backend(), job)
+    failed = job_transition(
+        job=job,
+        to=JobStatus.FAILED,
+        actor=ACTOR,
+        reason=f"the cluster did not accept the job: {reason}",
+        expected_from=JobStatus.ADMITTED,
+        failure_category=FailureCategory.PLATFORM.value,
+    )
+    if failed:
+        dispatch.request_scheduling_cycle()
+    return failed

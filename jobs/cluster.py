@@ -1,0 +1,137 @@
+"""The platform's cluster backend, chosen by settings, and a JSON view of the cluster for the API.
+
+``get_backend()`` builds the backend named by ``settings.CLUSTER_BACKEND``:
+
+* ``simulated`` (default): :class:`scheduler.backends.simulated.SimulatedBackend` on the state file
+  ``SIM_STATE_PATH`` with cluster ``SIM_CLUSTER`` and time scale ``SIM_TIME_SCALE``;
+* ``kubernetes``: ``scheduler.backends.kubernetes.create_kubernetes_backend(namespace, scheduler_name)``;
+* ``local``: ``scheduler.backends.local.create_local_backend()``.
+
+The other backends are imported lazily, so their client libraries are only needed when chosen.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from django.conf import settings
+
+from scheduler.backends.base import ClusterBackend
+
+KNOWN_BACKENDS = ("simulated", "kubernetes", "local")
+
+
+class BackendNotAvailable(RuntimeError):
+    """The configured backend cannot be built (unknown name or its module is missing)."""
+
+
+def _optional_factory(module: str, factory: str) -> Any:
+    try:
+        return getattr(importlib.import_module(module), factory)
+    except (ImportError, AttributeError) as exc:
+        raise BackendNotAvailable(f"{module}.{factory} is not available: {exc}") from exc
+
+
+def get_backend(name: str | None = None) -> ClusterBackend:
+    """The configured cluster backend. Cheap: backends keep their state outside the object."""
+    name = name or settings.CLUSTER_BACKEND
+    if name == "simulated":
+        from scheduler.backends.simulated import SimulatedBackend
+
+        return SimulatedBackend(
+            settings.SIM_STATE_PATH, cluster=settings.SIM_CLUSTER, time_scale=settings.SIM_TIME_SCALE
+        )
+    if name == "kubernetes":
+        factory = _optional_factory("scheduler.backends.kubernetes", "create_kubernetes_backend")
+        return factory(
+            namespace=settings.KUBERNETES_NAMESPACE, scheduler_name=settings.KUBERNETES_SCHEDULER_NAME
+        )
+    if name == "local":
+        return _optional_factory("scheduler.backends.local", "create_local_backend")()
+    raise BackendNotAvailable(f"unknown CLUSTER_BACKEND {name!r}; known: {', '.join(KNOWN_BACKENDS)}")
+
+
+def _topology_summary(topology: Any) -> Any:
+    """A short JSON-able description of a node's link topology (None when unknown)."""
+    if topology is None:
+        return None
+    to_dict = getattr(topology, "to_dict", None)
+    if callable(to_dict):
+        data = to_dict()
+        if isinstance(data, dict):
+            # Keep the matrix (small: n x n link names) and drop bulky extras the API does not need.
+            keep = ("links", "cpu_affinity", "nvswitch", "gpu_model", "source")
+            return {k: data[k] for k in keep if k in data} or data
+    return str(topology)
+
+
+def cluster_view(backend: ClusterBackend | None = None) -> dict[str, Any]:
+    """Nodes and GPUs with per-GPU allocation, for ``GET /api/v1/cluster/``.
+
+    Each allocation names the task, its job id (the platform's Job primary key when the task is
+    ours), the job's team, and the milli-GPU and GPU memory it holds on that GPU.
+    """
+    from jobs.models import Job  # late: keeps this module importable from settings-time checks
+
+    backend = backend or get_backend()
+    snapshot = backend.snapshot()
+    job_ids = {int(p.job_id) for p in snapshot.running if str(p.job_id).isdigit()}
+    teams = dict(Job.objects.filter(pk__in=job_ids).values_list("pk", "team__slug"))
+    allocations: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for p in snapshot.running:
+        job_pk = int(p.job_id) if str(p.job_id).isdigit() else None
+        for idx in p.gpu_indices:
+            allocations.setdefault((p.node, idx), []).append(
+                {
+                    "job_id": job_pk if job_pk is not None else p.job_id,
+                    "task_id": p.task_id,
+                    "team": teams.get(job_pk, "") if job_pk is not None else "",
+                    "gpu_milli": p.gpu_milli,
+                    "gpu_memory_mib": p.gpu_memory_mib,
+                }
+            )
+    nodes = []
+    totals = {"gpus": 0, "gpu_milli": 0, "used_gpu_milli": 0}
+    for node in snapshot.nodes:
+        gpus = []
+        for gpu in node.gpus:
+            gpus.append(
+                {
+                    "index": gpu.index,
+                    "uuid": gpu.uuid,
+                    "model": gpu.model,
+                    "memory_mib": gpu.memory_mib,
+                    "used_milli": gpu.used_milli,
+                    "used_memory_mib": gpu.used_memory_mib,
+                    "free_milli": gpu.free_milli,
+                    "free_memory_mib": gpu.free_memory_mib,
+                    "allocations": allocations.get((node.name, gpu.index), []),
+                }
+            )
+            totals["gpus"] += 1
+            totals["gpu_milli"] += 1000
+            totals["used_gpu_milli"] += gpu.used_milli
+        nodes.append(
+            {
+                "name": node.name,
+                "schedulable": node.schedulable,
+                "virtual": getattr(backend, "name", "") == "simulated",
+                "cpu_milli": node.cpu_milli,
+                "used_cpu_milli": node.used_cpu_milli,
+                "memory_mib": node.memory_mib,
+                "used_memory_mib": node.used_memory_mib,
+                "gpu_model": node.gpu_model,
+                "driver_version": node.driver_version,
+                "cuda_version": node.cuda_version,
+                "labels": node.labels,
+                "topology": _topology_summary(node.topology),
+                "gpus": gpus,
+            }
+        )
+    return {
+        "backend": getattr(backend, "name", type(backend).__name__),
+        "nodes": nodes,
+        "totals": totals,
+        "running_tasks": len(snapshot.running),
+    }

@@ -1,0 +1,175 @@
+"""Run the whole platform in the foreground: migrate, seed demo data, then web + worker + beat.
+
+``make run`` calls this. The three servers are child processes in their own sessions, so Ctrl-C (or
+SIGTERM) reaches only this supervisor, which then stops every child with SIGTERM (SIGKILL after a grace
+period). If any child dies on its own, the others are stopped too and the exit status is non-zero:
+a half-running platform is worse than none.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+
+GRACE_S = 10.0
+
+
+class Command(BaseCommand):
+    help = "Migrate, load demo data and run web, Celery worker and beat until Ctrl-C."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument(
+            "--web",
+            choices=("runserver", "gunicorn"),
+            default="runserver",
+            help="web server: Django's runserver (default, embedded) or gunicorn",
+        )
+        parser.add_argument("--no-seed", action="store_true", help="skip seed_demo")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        root = Path(settings.BASE_DIR)
+        self._prepare_dirs()
+        call_command("migrate", interactive=False, verbosity=0)
+        self.stdout.write("Database migrated.")
+        if not options["no_seed"]:
+            call_command("seed_demo", stdout=self.stdout)
+        env = self._child_env(root)
+        url = f"http://{options['host']}:{options['port']}"
+        commands = {
+            "web": self._web_command(root, options),
+            "worker": [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "-l", "info"],
+            "beat": [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "beat",
+                "-l",
+                "warning",  # beat's INFO line per tick would drown the worker's useful output
+                "-s",
+                str(settings.CELERY_BEAT_SCHEDULE_FILENAME),
+            ],
+        }
+        self.children: dict[str, subprocess.Popen[bytes]] = {}
+        self.stopping = False
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        try:
+            for name, command in commands.items():
+                # Own session: a terminal's Ctrl-C hits only us; we stop the children in order.
+                self.children[name] = subprocess.Popen(command, cwd=root, env=env, start_new_session=True)
+            self._announce(url)
+            self._supervise()
+        finally:
+            self._stop_children()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _prepare_dirs(self) -> None:
+        var = Path(settings.VAR_DIR)
+        var.mkdir(parents=True, exist_ok=True)
+        for folder in ("data_folder_in", "data_folder_out", "processed_folder"):
+            path = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(folder)
+            if isinstance(path, str):
+                Path(path).mkdir(parents=True, exist_ok=True)
+        Path(settings.SIM_STATE_PATH).parent.mkdir(parents=True, exist_ok=True)
+
+    def _child_env(self, root: Path) -> dict[str, str]:
+        env = dict(os.environ)
+        paths = [str(root / "platform"), str(root)]
+        if env.get("PYTHONPATH"):
+            paths.append(env["PYTHONPATH"])
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+        env.setdefault(
+            "DJANGO_SETTINGS_MODULE", os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.dev")
+        )
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+    def _web_command(self, root: Path, options: dict[str, Any]) -> list[str]:
+        bind = f"{options['host']}:{options['port']}"
+        if options["web"] == "gunicorn":
+            return [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "config.wsgi:application",
+                "--bind",
+                bind,
+                "--workers",
+                "2",
+                "--access-logfile",
+                "-",
+            ]
+        return [sys.executable, str(root / "manage.py"), "runserver", bind, "--noreload"]
+
+    def _announce(self, url: str) -> None:
+        health = f"{url}/api/v1/health"
+        deadline = time.monotonic() + 60
+        ready = False
+        while time.monotonic() < deadline and not self.stopping:
+            if self.children["web"].poll() is not None:
+                break
+            try:
+                with urllib.request.urlopen(health, timeout=2) as response:  # noqa: S310 (our own URL)
+                    ready = response.status == 200
+            except (urllib.error.URLError, OSError):
+                ready = False
+            if ready:
+                break
+            time.sleep(0.5)
+        self.stdout.write("")
+        if ready:
+            self.stdout.write(self.style.SUCCESS(f"GPU platform is up: {url}/"))
+        else:
+            self.stdout.write(self.style.WARNING(f"GPU platform started; {health} did not answer 200 yet"))
+        self.stdout.write(f"  API: {url}/api/v1/   docs: {url}/api/docs/   admin: {url}/admin/")
+        self.stdout.write(
+            f"  demo users and passwords: see above (also in {Path(settings.VAR_DIR) / 'demo-credentials.json'})"
+        )
+        self.stdout.write("  Press Ctrl-C to stop web, worker and beat.")
+        self.stdout.flush()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.stopping = True
+
+    def _supervise(self) -> None:
+        while not self.stopping:
+            for name, child in self.children.items():
+                code = child.poll()
+                if code is not None:
+                    self.stderr.write(f"{name} exited with status {code}; stopping the platform")
+                    self._stop_children()
+                    raise SystemExit(code or 1)
+            time.sleep(0.5)
+        self.stdout.write("Stopping web, worker and beat ...")
+
+    def _stop_children(self) -> None:
+        children = getattr(self, "children", {})
+        for child in children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + GRACE_S
+        for child in children.values():
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        if children:
+            self.stdout.write("All stopped.")

@@ -1,0 +1,127 @@
+"""Reads of jobs, scoped to the caller's teams: a job of another team does not exist for them (404)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from accounts.models import Membership
+from images.models import JobImage
+from jobs.models import Job, JobEvent, Task
+from jobs.states import JobStatus
+
+
+def jobs_for_user(*, user: Any) -> QuerySet[Job]:
+    """Jobs of every team ``user`` belongs to (any role), newest first."""
+    if not getattr(user, "is_authenticated", False):
+        return Job.objects.none()
+    team_ids = Membership.objects.filter(user=user).values("team_id")
+    return Job.objects.filter(team_id__in=team_ids).select_related("team", "user", "image")
+
+
+def job_for_user(*, user: Any, job_id: int | str) -> Job:
+    """One job visible to ``user``; raises Http404 for unknown ids and for jobs of other teams alike."""
+    try:
+        return jobs_for_user(user=user).get(pk=int(job_id))
+    except (Job.DoesNotExist, ValueError, TypeError):
+        raise Http404("No job with this id.") from None
+
+
+def job_tasks(*, job: Job) -> QuerySet[Task]:
+    return Task.objects.filter(job=job).order_by("index")
+
+
+def job_events(*, job: Job) -> QuerySet[JobEvent]:
+    return JobEvent.objects.filter(job=job).order_by("created_at", "id")
+
+
+def queue_positions(job_ids: list[int] | None = None) -> dict[int, int]:
+    """1-based position of each QUEUED job in the cluster-wide queue (priority first, then age).
+
+    The scheduler may still reorder by fair share; this is the order a user would expect. Jobs not in
+    the queue are absent from the result.
+    """
+    ordered = (
+        Job.objects.filter(status=JobStatus.QUEUED.value)
+        .order_by("-priority", "submitted_at", "id")
+        .values_list("id", flat=True)
+    )
+    wanted = set(job_ids) if job_ids is not None else None
+    positions: dict[int, int] = {}
+    for position, job_id in enumerate(ordered.iterator(), start=1):
+        if wanted is None or job_id in wanted:
+            positions[job_id] = position
+            if wanted is not None and len(positions) == len(wanted):
+                break
+    return positions
+
+
+def resolve_image(reference: JobImage | int | str) -> JobImage | None:
+    """An image by id, by ``name:tag`` (optionally with the registry prefix) or by bare name (tag
+    ``latest``). Returns None when none matches; inactive images are returned (callers refuse them)."""
+    if isinstance(reference, JobImage):
+        return reference
+    if isinstance(reference, int) and not isinstance(reference, bool):
+        return JobImage.objects.filter(pk=reference).first()
+    if not isinstance(reference, str) or not reference.strip():
+        return None
+    text = reference.strip()
+    if text.isdigit():
+        return JobImage.objects.filter(pk=int(text)).first()
+    name, _, tag = text.rpartition(":") if ":" in text.rsplit("/", 1)[-1] else (text, "", "latest")
+    candidates = JobImage.objects.filter(tag=tag or "latest")
+    for image in candidates.filter(name=name.rsplit("/", 1)[-1]) | candidates.filter(name=name):
+        if image.name == name or image.reference == text or image.reference == f"{name}:{tag}":
+            return image
+    return None
+
+
+def job_logs(*, job: Job, task_index: int | None = None) -> list[dict[str, Any]]:
+    """Captured output of each task of ``job`` (or of one task), from the cluster backend.
+
+    Backend errors propagate (scheduler.backends.base.BackendError): the API answers 503 for them.
+    """
+    from jobs.cluster import get_backend
+
+    tasks = job_tasks(job=job)
+    if task_index is not None:
+        tasks = tasks.filter(index=task_index)
+    task_list = list(tasks)
+    if not task_list:
+        return []
+    backend = get_backend()
+    return [
+        {
+            "task": task.name,
+            "index": task.index,
+            "phase": task.phase,
+            "log": backend.logs(str(job.pk), task.name),
+        }
+        for task in task_list
+    ]
+
+
+def cluster_for_user(*, user: Any) -> dict[str, Any]:
+    """The cluster view of jobs.cluster, with other teams' job and task ids hidden.
+
+    Everyone signed in sees every node, GPU and how much of it is allocated (and to which team), so
+    they can judge where their job fits; only members of a job's team see which job holds a GPU.
+    """
+    from jobs.cluster import cluster_view
+
+    view = cluster_view()
+    allocations = [
+        allocation
+        for node in view.get("nodes", [])
+        for gpu in node.get("gpus", [])
+        for allocation in gpu.get("allocations", [])
+    ]
+    ids = {a.get("job_id") for a in allocations if isinstance(a.get("job_id"), int)}
+    visible = set(jobs_for_user(user=user).filter(pk__in=ids).values_list("pk", flat=True))
+    for allocation in allocations:
+        if allocation.get("job_id") not in visible:
+            allocation["job_id"] = None
+            allocation["task_id"] = None
+    return view

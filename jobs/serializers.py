@@ -1,0 +1,236 @@
+"""Input and output shapes of the jobs API. Declarative only: the rules live in jobs.specs and
+jobs.services, which the browser form and the CLI share; bounds come from jobs.specs."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from config.api import StrictInputMixin
+from jobs import specs
+from jobs.models import Job, JobEvent, Task
+
+
+@extend_schema_field({"oneOf": [{"type": "integer"}, {"type": "string", "maxLength": 200}]})
+class ReferenceField(serializers.Field):
+    """An id (integer) or a name (string): a team slug, or an image ``name:tag``."""
+
+    default_error_messages = {"invalid": "Give an integer id or a name (at most 200 characters)."}
+
+    def to_internal_value(self, data: Any) -> int | str:
+        if isinstance(data, int) and not isinstance(data, bool):
+            return data
+        if isinstance(data, str) and 0 < len(data.strip()) <= 200:
+            return data.strip()
+        self.fail("invalid")
+        raise AssertionError  # unreachable: fail() raises
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            {"type": "string", "description": "split like a POSIX shell (shlex)"},
+        ]
+    }
+)
+class CommandField(serializers.Field):
+    """A list of strings, or one string split the way a POSIX shell would (``shlex.split``), so
+    ``"python train.py --lr 0.1"`` is accepted from curl. No shell runs the result: no globbing, no
+    variable expansion; quoting only groups words."""
+
+    default_error_messages = {
+        "invalid": "Give a list of strings or one command line string.",
+        "unbalanced": "The command line has unbalanced quotes: {error}.",
+        "too_long": f"The command line may have at most {specs.MAX_ARG * 4} characters.",
+    }
+
+    def to_internal_value(self, data: Any) -> list[str]:
+        if isinstance(data, str):
+            if len(data) > specs.MAX_ARG * 4:
+                self.fail("too_long")
+            try:
+                return shlex.split(data)
+            except ValueError as exc:
+                self.fail("unbalanced", error=str(exc))
+        if isinstance(data, list) and all(isinstance(item, str) for item in data):
+            return data
+        self.fail("invalid")
+        raise AssertionError  # unreachable
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+def _strings(max_items: int, max_len: int, **kwargs: Any) -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(max_length=max_len, allow_blank=True, trim_whitespace=False),
+        max_length=max_items,
+        **kwargs,
+    )
+
+
+class JobCreateInput(StrictInputMixin, serializers.Serializer):
+    """A job to submit. ``gpus`` (whole GPUs per replica) and ``gpu_milli`` (a share of one GPU per
+    replica, 1-999, optionally with ``gpu_memory_mib``) are mutually exclusive; neither = CPU only."""
+
+    name = serializers.CharField(max_length=specs.MAX_NAME, required=False, default="", allow_blank=True)
+    team = ReferenceField(
+        required=False, help_text="Team id or slug; may be omitted when you can submit to one team only."
+    )
+    image = ReferenceField(help_text="Image id or reference (name:tag) from GET /api/v1/images/.")
+    command = CommandField(help_text='Argument list, e.g. ["python", "train.py"], or one string.')
+    args = _strings(specs.MAX_ARGS, specs.MAX_ARG, required=False, default=list)
+    env = serializers.DictField(
+        child=serializers.CharField(max_length=specs.MAX_ENV_VALUE, allow_blank=True, trim_whitespace=False),
+        required=False,
+        default=dict,
+    )
+    gpus = serializers.IntegerField(min_value=0, max_value=specs.MAX_GPUS, required=False, default=0)
+    gpu_milli = serializers.IntegerField(
+        min_value=1, max_value=999, required=False, allow_null=True, default=None
+    )
+    gpu_memory_mib = serializers.IntegerField(
+        min_value=0, max_value=specs.MAX_GPU_MEMORY_MIB, required=False, default=0
+    )
+    gpu_models = _strings(specs.MAX_GPU_MODELS, specs.MAX_GPU_MODEL, required=False, default=list)
+    cpu_milli = serializers.IntegerField(
+        min_value=1, max_value=specs.MAX_CPU_MILLI, required=False, default=1000
+    )
+    memory_mib = serializers.IntegerField(
+        min_value=1, max_value=specs.MAX_MEMORY_MIB, required=False, default=2048
+    )
+    replicas = serializers.IntegerField(min_value=1, max_value=specs.MAX_REPLICAS, required=False, default=1)
+    priority = serializers.IntegerField(
+        min_value=-specs.MAX_PRIORITY, max_value=specs.MAX_PRIORITY, required=False, default=0
+    )
+    max_runtime_seconds = serializers.IntegerField(
+        min_value=1, max_value=specs.MAX_RUNTIME_SECONDS, required=False, allow_null=True, default=None
+    )
+    max_retries = serializers.IntegerField(
+        min_value=0, max_value=specs.MAX_RETRIES, required=False, default=0
+    )
+    slowdown_tolerance = serializers.FloatField(
+        min_value=1.0, max_value=specs.MAX_SLOWDOWN_TOLERANCE, required=False, default=1.5
+    )
+    sim_duration_seconds = serializers.FloatField(
+        min_value=0.001,
+        max_value=specs.MAX_SIM_DURATION_SECONDS,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Simulated backend only: how long the job runs, in simulated seconds.",
+    )
+
+
+class TaskOutput(serializers.ModelSerializer):
+    class Meta:
+        model = Task
+        fields = [
+            "index",
+            "name",
+            "phase",
+            "node",
+            "gpu_indices",
+            "gpu_milli",
+            "gpu_memory_mib",
+            "predicted_slowdown",
+            "placement_reason",
+            "exit_code",
+            "message",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class JobOutput(serializers.ModelSerializer):
+    team_slug = serializers.CharField(source="team.slug", read_only=True)
+    user = serializers.CharField(source="user.username", read_only=True)
+    image_reference = serializers.CharField(source="image.reference", read_only=True)
+    total_gpu_milli = serializers.IntegerField(read_only=True)
+    queue_position = serializers.SerializerMethodField(
+        help_text="1-based place in the cluster-wide queue while QUEUED, else null."
+    )
+
+    class Meta:
+        model = Job
+        fields = [
+            "id",
+            "name",
+            "team",
+            "team_slug",
+            "user",
+            "image",
+            "image_reference",
+            "command",
+            "args",
+            "env",
+            "gpus",
+            "gpu_milli",
+            "gpu_memory_mib",
+            "gpu_models",
+            "cpu_milli",
+            "memory_mib",
+            "replicas",
+            "total_gpu_milli",
+            "priority",
+            "max_runtime_seconds",
+            "max_retries",
+            "slowdown_tolerance",
+            "sim_duration_seconds",
+            "status",
+            "pending_reason",
+            "queue_position",
+            "failure_category",
+            "failure_message",
+            "retries",
+            "created_at",
+            "submitted_at",
+            "started_at",
+            "finished_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.INT)
+    def get_queue_position(self, job: Job) -> int | None:
+        return self.context.get("queue_positions", {}).get(job.pk)
+
+
+class JobDetailOutput(JobOutput):
+    tasks = TaskOutput(many=True, read_only=True)
+
+    class Meta(JobOutput.Meta):
+        fields = [*JobOutput.Meta.fields, "tasks"]
+        read_only_fields = fields
+
+
+class JobEventOutput(serializers.ModelSerializer):
+    class Meta:
+        model = JobEvent
+        fields = ["id", "created_at", "from_status", "to_status", "actor", "reason"]
+        read_only_fields = fields
+
+
+class TaskLogOutput(serializers.Serializer):
+    task = serializers.CharField()
+    index = serializers.IntegerField()
+    phase = serializers.CharField()
+    log = serializers.CharField()
+
+
+class JobLogsOutput(serializers.Serializer):
+    job = serializers.IntegerField()
+    tasks = TaskLogOutput(many=True)
+
+
+class LogsQuery(StrictInputMixin, serializers.Serializer):
+    task = serializers.IntegerField(min_value=0, required=False, help_text="Only this task index.")

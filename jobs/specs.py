@@ -1,0 +1,160 @@
+"""The job spec a user submits, and its validation. Pure Python: no database, no Django.
+
+Contract (DESIGN.md §4), shared by the REST API, the browser form and the CLI:
+
+- ``gpus``: whole GPUs per replica, an integer >= 0; or ``gpu_milli``: a share (1..999 milli-GPU) of
+  one GPU per replica, optionally with ``gpu_memory_mib``. The two are mutually exclusive: a job that
+  sets ``gpu_milli`` leaves ``gpus`` at 0, and ``gpu_memory_mib`` only applies to a shared GPU.
+  Neither means a CPU-only job.
+- ``command``: a non-empty list of strings (the REST API also takes one string and splits it like a
+  POSIX shell, see jobs.serializers.CommandField); ``args`` more strings appended to it.
+- ``env``: names match ``[A-Za-z_][A-Za-z0-9_]*``; names the platform sets itself are reserved.
+- Every string and list has an upper bound, so one request cannot store megabytes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+
+MAX_NAME = 100
+MAX_ARG = 4096
+MAX_ARGS = 256
+MAX_ENV = 128
+MAX_ENV_VALUE = 4096
+MAX_GPU_MODELS = 16
+MAX_GPU_MODEL = 100
+MAX_GPUS = 64
+MAX_REPLICAS = 64
+MAX_CPU_MILLI = 512_000
+MAX_MEMORY_MIB = 4 * 1024 * 1024
+MAX_GPU_MEMORY_MIB = 1024 * 1024
+MAX_PRIORITY = 1000
+MAX_RUNTIME_SECONDS = 30 * 24 * 3600
+MAX_RETRIES = 10
+MAX_SLOWDOWN_TOLERANCE = 100.0
+MAX_SIM_DURATION_SECONDS = 365 * 24 * 3600.0
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Set by the platform on every task (DESIGN.md §4); a user value would break GPU isolation.
+RESERVED_ENV = re.compile(r"^(NVIDIA_VISIBLE_DEVICES|CUDA_VISIBLE_DEVICES|CUDA_MPS_\w*|GPU_PLATFORM_\w*)$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobSpec:
+    """What a job asks for. Defaults match jobs.models.Job."""
+
+    name: str = ""
+    command: list[str] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    gpus: int = 0
+    gpu_milli: int | None = None
+    gpu_memory_mib: int = 0
+    gpu_models: list[str] = field(default_factory=list)
+    cpu_milli: int = 1000
+    memory_mib: int = 2048
+    replicas: int = 1
+    priority: int = 0
+    max_runtime_seconds: int | None = None
+    max_retries: int = 0
+    slowdown_tolerance: float = 1.5
+    sim_duration_seconds: float | None = None
+
+    @classmethod
+    def field_names(cls) -> frozenset[str]:
+        return frozenset(f.name for f in fields(cls))
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value  # not NaN
+
+
+def _int_in(errors: dict[str, list[str]], name: str, value: object, low: int, high: int) -> None:
+    if not _is_int(value):
+        errors.setdefault(name, []).append("A valid integer is required.")
+    elif not low <= value <= high:  # type: ignore[operator]
+        errors.setdefault(name, []).append(f"Must be between {low} and {high}.")
+
+
+def _strings(errors: dict[str, list[str]], name: str, value: object, *, max_items: int, max_len: int) -> None:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        errors.setdefault(name, []).append("Must be a list of strings.")
+        return
+    if len(value) > max_items:
+        errors.setdefault(name, []).append(f"At most {max_items} items.")
+    if any(len(item) > max_len for item in value):
+        errors.setdefault(name, []).append(f"Each item may have at most {max_len} characters.")
+    if any("\x00" in item for item in value):
+        errors.setdefault(name, []).append("Items may not contain NUL characters.")
+
+
+def validate_job_spec(spec: JobSpec) -> dict[str, list[str]]:
+    """Every problem with ``spec``, as ``{field: [message, ...]}``; empty when the spec is valid."""
+    errors: dict[str, list[str]] = {}
+    if not isinstance(spec.name, str) or len(spec.name) > MAX_NAME or not spec.name.isprintable():
+        errors["name"] = [f"A printable name of at most {MAX_NAME} characters is required."]
+
+    _strings(errors, "command", spec.command, max_items=MAX_ARGS, max_len=MAX_ARG)
+    if "command" not in errors and (not spec.command or not spec.command[0].strip()):
+        errors["command"] = ['A non-empty command is required, e.g. ["python", "train.py"].']
+    _strings(errors, "args", spec.args, max_items=MAX_ARGS, max_len=MAX_ARG)
+
+    if not isinstance(spec.env, dict):
+        errors["env"] = ["Must be an object mapping names to string values."]
+    else:
+        if len(spec.env) > MAX_ENV:
+            errors.setdefault("env", []).append(f"At most {MAX_ENV} variables.")
+        for key, value in spec.env.items():
+            if not isinstance(key, str) or not ENV_NAME.match(key) or len(key) > 256:
+                errors.setdefault("env", []).append(f"{str(key)[:60]!r} is not a valid variable name.")
+            elif RESERVED_ENV.match(key):
+                errors.setdefault("env", []).append(f"{key} is set by the platform and cannot be overridden.")
+            if not isinstance(value, str):
+                errors.setdefault("env", []).append(f"The value of {str(key)[:60]!r} must be a string.")
+            elif len(value) > MAX_ENV_VALUE or "\x00" in value:
+                errors.setdefault("env", []).append(
+                    f"The value of {key[:60]!r} must have at most {MAX_ENV_VALUE} characters and no NUL."
+                )
+
+    _int_in(errors, "gpus", spec.gpus, 0, MAX_GPUS)
+    if spec.gpu_milli is not None:
+        _int_in(errors, "gpu_milli", spec.gpu_milli, 1, 999)
+        if _is_int(spec.gpus) and spec.gpus > 0:
+            errors.setdefault("gpu_milli", []).append(
+                "gpu_milli asks for a share of one GPU; it cannot be combined with gpus. "
+                "Use gpus for whole GPUs or gpu_milli (1-999) for a share."
+            )
+    _int_in(errors, "gpu_memory_mib", spec.gpu_memory_mib, 0, MAX_GPU_MEMORY_MIB)
+    if "gpu_memory_mib" not in errors and spec.gpu_memory_mib and spec.gpu_milli is None:
+        errors["gpu_memory_mib"] = ["gpu_memory_mib applies to a shared GPU only; set gpu_milli too."]
+    _strings(errors, "gpu_models", spec.gpu_models, max_items=MAX_GPU_MODELS, max_len=MAX_GPU_MODEL)
+
+    _int_in(errors, "cpu_milli", spec.cpu_milli, 1, MAX_CPU_MILLI)
+    _int_in(errors, "memory_mib", spec.memory_mib, 1, MAX_MEMORY_MIB)
+    _int_in(errors, "replicas", spec.replicas, 1, MAX_REPLICAS)
+    _int_in(errors, "priority", spec.priority, -MAX_PRIORITY, MAX_PRIORITY)
+    if spec.max_runtime_seconds is not None:
+        _int_in(errors, "max_runtime_seconds", spec.max_runtime_seconds, 1, MAX_RUNTIME_SECONDS)
+    _int_in(errors, "max_retries", spec.max_retries, 0, MAX_RETRIES)
+    if (
+        not _is_number(spec.slowdown_tolerance)
+        or not 1.0 <= spec.slowdown_tolerance <= MAX_SLOWDOWN_TOLERANCE
+    ):
+        errors["slowdown_tolerance"] = [f"A number between 1.0 and {MAX_SLOWDOWN_TOLERANCE:g} is required."]
+    if spec.sim_duration_seconds is not None and (
+        not _is_number(spec.sim_duration_seconds)
+        or not 0 < spec.sim_duration_seconds <= MAX_SIM_DURATION_SECONDS
+    ):
+        errors["sim_duration_seconds"] = [
+            f"A number of seconds above 0 and at most {MAX_SIM_DURATION_SECONDS:g} is required."
+        ]
+    return errors
+
+
+def gpu_milli_per_replica(spec: JobSpec) -> int:
+    return spec.gpus * 1000 if spec.gpus else (spec.gpu_milli or 0)

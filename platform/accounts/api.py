@@ -1,0 +1,131 @@
+"""REST views of tokens and teams. Thin: the rules live in accounts.services and accounts.selectors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts import schema as _schema  # noqa: F401  (registers the token auth scheme for OpenAPI)
+from accounts import selectors, services
+from accounts.models import ApiToken, Team
+from accounts.serializers import (
+    MemberOutput,
+    TeamOutput,
+    TokenCreatedOutput,
+    TokenObtainInput,
+    TokenOutput,
+)
+from config.api import ErrorSerializer
+
+ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer}
+
+
+def _token_data(token: ApiToken, raw: str | None = None) -> dict[str, Any]:
+    data = TokenOutput(
+        {
+            "id": token.pk,
+            "name": token.name,
+            "prefix": token.prefix,
+            "created_at": token.created_at,
+            "expires_at": token.expires_at,
+            "revoked_at": token.revoked_at,
+            "last_used_at": token.last_used_at,
+            "is_active": token.is_active,
+        }
+    ).data
+    if raw is not None:
+        data["token"] = raw
+    return data
+
+
+class TokenView(APIView):
+    """``POST /api/v1/auth/token/`` trades a username and password for a new token (shown once);
+    ``DELETE`` revokes the token the request was made with (sign out)."""
+
+    def get_authenticators(self) -> list[Any]:
+        # Signing in needs no authentication; a stale token header must not block it.
+        if self.request is not None and self.request.method == "POST":
+            return []
+        return super().get_authenticators()
+
+    def get_permissions(self) -> list[Any]:
+        if self.request.method == "POST":
+            return [AllowAny()]
+        return super().get_permissions()
+
+    @extend_schema(
+        summary="Create an API token",
+        request=TokenObtainInput,
+        responses={201: TokenCreatedOutput, 400: ErrorSerializer},
+        auth=[],
+    )
+    def post(self, request: Request) -> Response:
+        data = TokenObtainInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        token, raw = services.token_obtain(**data.validated_data)
+        return Response(_token_data(token, raw), status=status.HTTP_201_CREATED)
+
+    @extend_schema(summary="Revoke the token of this request", responses={204: None, **ERRORS})
+    def delete(self, request: Request) -> Response:
+        if not isinstance(request.auth, ApiToken):
+            return Response(
+                {"message": "This request was not made with a token.", "code": "not_token_auth", "extra": {}},
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+        services.token_revoke(token=request.auth, actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class TokenListView(APIView):
+    @extend_schema(
+        summary="Your API tokens (never their secrets)",
+        responses={200: TokenOutput(many=True), 401: ErrorSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        return Response([_token_data(t) for t in selectors.tokens_for_user(user=request.user)])
+
+
+class TokenDetailView(APIView):
+    @extend_schema(summary="Revoke one of your tokens", request=None, responses={204: None, **ERRORS})
+    def delete(self, request: Request, token_id: int) -> Response:
+        token = selectors.tokens_for_user(user=request.user).filter(pk=token_id).first()
+        if token is None:
+            raise Http404("No token with this id.")
+        services.token_revoke(token=token, actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def _my_team(user: Any, team_id: int) -> Team:
+    team = selectors.teams_for_user(user=user).filter(pk=team_id).first()
+    if team is None:
+        raise Http404("No team with this id.")
+    return team
+
+
+class TeamListView(APIView):
+    @extend_schema(
+        summary="Your teams and your role in each",
+        responses={200: TeamOutput(many=True), 401: ErrorSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(TeamOutput(selectors.teams_for_user(user=request.user), many=True).data)
+
+
+class TeamDetailView(APIView):
+    @extend_schema(summary="One of your teams", responses={200: TeamOutput, **ERRORS})
+    def get(self, request: Request, team_id: int) -> Response:
+        return Response(TeamOutput(_my_team(request.user, team_id)).data)
+
+
+class TeamMembersView(APIView):
+    @extend_schema(summary="Members of one of your teams", responses={200: MemberOutput(many=True), **ERRORS})
+    def get(self, request: Request, team_id: int) -> Response:
+        team = _my_team(request.user, team_id)
+        return Response(MemberOutput(selectors.team_members(team=team), many=True).data)

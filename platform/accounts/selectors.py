@@ -1,0 +1,47 @@
+"""Reads of accounts: which teams a user belongs to, with which role, and their tokens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+
+from accounts.models import ApiToken, Membership, Role, Team
+
+
+def teams_for_user(user: Any) -> QuerySet[Team]:
+    """Teams ``user`` belongs to, each annotated with ``role`` (the caller's) and ``member_count``."""
+    if not getattr(user, "is_authenticated", False):
+        return Team.objects.none()
+    role = Membership.objects.filter(team=OuterRef("pk"), user=user).values("role")[:1]
+    return (
+        Team.objects.filter(memberships__user=user)
+        .annotate(role=Subquery(role), member_count=Count("memberships", distinct=True))
+        .order_by("name")
+    )
+
+
+def team_ids_for_user(user: Any) -> list[int]:
+    if not getattr(user, "is_authenticated", False):
+        return []
+    return list(Membership.objects.filter(user=user).values_list("team_id", flat=True))
+
+
+def role_of(*, user: Any, team: Team | int) -> str | None:
+    """The role of ``user`` in ``team`` ("owner", "member", "viewer"), or None for outsiders."""
+    if not getattr(user, "is_authenticated", False):
+        return None
+    team_id = team.pk if isinstance(team, Team) else team
+    return Membership.objects.filter(user=user, team_id=team_id).values_list("role", flat=True).first()
+
+
+def can_write(role: str | None) -> bool:
+    return role in (Role.OWNER, Role.MEMBER)
+
+
+def team_members(*, team: Team) -> QuerySet[Membership]:
+    return Membership.objects.filter(team=team).select_related("user").order_by("user__username")
+
+
+def tokens_for_user(*, user: Any) -> QuerySet[ApiToken]:
+    return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")

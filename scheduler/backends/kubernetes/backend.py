@@ -1,0 +1,647 @@
+"""KubernetesBackend: the ClusterBackend over the Kubernetes API (official ``kubernetes`` client).
+
+How it maps the protocol (scheduler/backends/base.py) onto the API:
+
+- ``snapshot()``: Nodes (GPU inventory published by the node agent) plus every live pod: ours and
+  outside pods bound by us carry their GPU assignment in annotations, so a restarted scheduler rebuilds
+  every allocation from the cluster; other pods only consume CPU and memory.
+- ``bind()``: one pod per task, created unbound with our ``schedulerName`` (no other scheduler touches
+  it), then assigned with the Binding subresource. Tasks of a distributed job (``world_size > 1``) get a
+  headless Service and are bound together once every rank's pod exists: all or none. ``bind_job()`` does
+  the same for a whole gang in one call. Names are deterministic, so a repeat is harmless: 409 on create
+  or bind means done.
+- ``task_statuses()``: a pod cache kept current by a watch resumed from the last resourceVersion; a 410
+  Gone (history compacted) or any broken watch falls back to a fresh list.
+- ``delete_job()``: deletes the job's pods and Service; 404 means already gone.
+- ``logs()``: the main container's log through the API.
+
+Faults: 5xx, 429 and network errors are retried with exponential backoff (``sleep`` is injectable) and
+then raised as TransientBackendError; 401/403 become PermanentBackendError naming the missing permission.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import kubernetes.client
+import kubernetes.watch
+import urllib3.exceptions
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.backends.base import (
+    PermanentBackendError,
+    TaskPhase,
+    TaskSpec,
+    TaskStatus,
+    TransientBackendError,
+)
+from scheduler.backends.kubernetes import contract as c
+from scheduler.backends.kubernetes import pods as p
+from scheduler.backends.kubernetes.nodes import gpu_uuids, node_from_kubernetes
+from scheduler.framework import reserve
+from scheduler.model import GPU_MILLI, ClusterSnapshot, JobRequest, Node, Placement
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_NETWORK = (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError)
+
+
+class _Tolerated:
+    """An API answer the caller expected (e.g. 409 on a repeat create); carries the status code."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+
+class KubernetesBackend:
+    """ClusterBackend for one namespace of one cluster. Safe to call from several worker processes:
+    every write is idempotent and the cluster, not this object, holds the state."""
+
+    name = "kubernetes"
+
+    def __init__(
+        self,
+        api_client: kubernetes.client.ApiClient,
+        *,
+        namespace: str,
+        scheduler_name: str,
+        gpu_resource_name: str | None = None,
+        image_pull_secret: str | None = None,
+        mps_pipe_directory: str | None = None,
+        cluster_scope: bool = True,
+        max_attempts: int = 5,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 10.0,
+        request_timeout_s: float = 30.0,
+        watch_timeout_s: float = 2.0,
+        resync_s: float = 300.0,
+        delete_grace_period_s: int = 30,
+        log_tail_lines: int = 5000,
+        topology_builder: Callable[[dict[str, Any]], Any] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        self.api = kubernetes.client.CoreV1Api(api_client)
+        self.namespace = namespace
+        self.scheduler_name = scheduler_name
+        self.options = p.PodOptions(
+            namespace=namespace,
+            scheduler_name=scheduler_name,
+            gpu_resource_name=gpu_resource_name,
+            image_pull_secret=image_pull_secret,
+            mps_pipe_directory=mps_pipe_directory,
+        )
+        self.cluster_scope = cluster_scope
+        self.max_attempts = max_attempts
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.request_timeout_s = request_timeout_s
+        self.watch_timeout_s = watch_timeout_s
+        self.resync_s = resync_s
+        self.delete_grace_period_s = delete_grace_period_s
+        self.log_tail_lines = log_tail_lines
+        self.topology_builder = (
+            topology_builder if topology_builder is not None else default_topology_builder()
+        )
+        self.sleep = sleep
+        self.clock = clock
+        self.rng = rng or random.Random()
+        # Watch state: our pods by name, the resourceVersion to resume from, and tasks whose pod
+        # disappeared without our asking (they must not silently vanish from the job's view).
+        self._pods: dict[str, dict[str, Any]] = {}
+        self._resource_version: str | None = None
+        self._listed_at = float("-inf")
+        self._lost: dict[str, TaskStatus] = {}
+        self._deleting: set[str] = set()
+        self._uuids: dict[str, dict[int, str]] = {}
+        self.relists = 0
+
+    # ------------------------------------------------------------------ API calls with retries
+
+    def _call(
+        self, what: str, fn: Callable[..., Any], *args: Any, tolerate: Iterable[int] = (), **kwargs: Any
+    ) -> Any:
+        """Call the API; retry transient faults with capped exponential backoff and jitter.
+
+        Returns the result, or ``_Tolerated(status)`` when the API answered a status in ``tolerate``.
+        """
+        tolerated = frozenset(tolerate)
+        kwargs.setdefault("_request_timeout", self.request_timeout_s)
+        last = ""
+        for attempt in range(self.max_attempts):
+            retry_after: float | None = None
+            try:
+                return fn(*args, **kwargs)
+            except ApiException as exc:
+                status = int(exc.status or 0)
+                if status in tolerated:
+                    return _Tolerated(status)
+                if status in (401, 403):
+                    raise PermanentBackendError(self._forbidden_message(what, status)) from None
+                if status != 429 and status < 500:
+                    raise PermanentBackendError(
+                        f"Kubernetes API rejected {what}: {status} {exc.reason}: {_api_message(exc)}"
+                    ) from None
+                last = f"{status} {exc.reason}"
+                retry_after = _retry_after(exc)
+            except RETRYABLE_NETWORK as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            if attempt + 1 < self.max_attempts:
+                delay = min(self.max_backoff_s, self.backoff_s * (2**attempt)) * self.rng.uniform(0.5, 1.0)
+                if retry_after is not None:
+                    delay = min(self.max_backoff_s, max(delay, retry_after))
+                log.info("kubernetes %s failed (%s); retry %d in %.2fs", what, last, attempt + 1, delay)
+                self.sleep(delay)
+        raise TransientBackendError(
+            f"Kubernetes API {what} still failing after {self.max_attempts} attempts: {last}"
+        )
+
+    def _forbidden_message(self, what: str, status: int) -> str:
+        if status == 401:
+            return (
+                f"Kubernetes API refused {what}: 401 Unauthorized. The credentials in the kubeconfig or "
+                "the service account token are invalid or expired."
+            )
+        return (
+            f"Kubernetes API refused {what}: 403 Forbidden. The scheduler's service account lacks this "
+            f"permission in namespace {self.namespace!r}; apply deploy/rbac.yaml (ClusterRole "
+            "gpu-platform-scheduler) or check KUBERNETES_NAMESPACE."
+        )
+
+    def _sanitize(self, obj: Any) -> Any:
+        return self.api.api_client.sanitize_for_serialization(obj)
+
+    # ------------------------------------------------------------------ snapshot
+
+    def _list_nodes(self) -> list[dict[str, Any]]:
+        result = self._call("list nodes", self.api.list_node)
+        return [self._sanitize(item) for item in result.items]
+
+    def _list_live_pods(self) -> list[dict[str, Any]]:
+        # Finished pods hold no resources; the field selector saves bandwidth where the server honours
+        # it, and the filter below keeps us right where it does not.
+        selector = "status.phase!=Succeeded,status.phase!=Failed"
+        if self.cluster_scope:
+            result = self._call(
+                "list pods in all namespaces", self.api.list_pod_for_all_namespaces, field_selector=selector
+            )
+        else:
+            result = self._call(
+                f"list pods in {self.namespace}",
+                self.api.list_namespaced_pod,
+                self.namespace,
+                field_selector=selector,
+            )
+        return [pod for pod in (self._sanitize(item) for item in result.items) if not p.is_finished(pod)]
+
+    def snapshot(self) -> ClusterSnapshot:
+        """Nodes with usage and the running placements, rebuilt from Nodes and pod annotations."""
+        nodes = [node_from_kubernetes(obj, self.topology_builder) for obj in self._list_nodes()]
+        by_name = {node.name: node for node in nodes}
+        self._uuids = {node.name: gpu_uuids(node) for node in nodes}
+        running: list[Placement] = []
+        device_plugin_pods: list[tuple[Node, dict[str, Any]]] = []
+        for pod in sorted(self._list_live_pods(), key=_creation_key):
+            placement = p.placement_from_pod(pod)
+            node_name = placement.node if placement else ((pod.get("spec") or {}).get("nodeName") or "")
+            node = by_name.get(node_name)
+            if node is None:
+                continue
+            if placement is None:
+                cpu, memory = p.pod_requests(pod)
+                node.used_cpu_milli += cpu
+                node.used_memory_mib += memory
+                device_plugin_pods.append((node, pod))
+                continue
+            if any(i >= len(node.gpus) for i in placement.gpu_indices):
+                log.warning(
+                    "pod %s names GPUs %s that node %s does not have",
+                    _name(pod),
+                    placement.gpu_indices,
+                    node.name,
+                )
+                placement.gpu_indices = tuple(i for i in placement.gpu_indices if i < len(node.gpus))
+            reserve(node, placement)
+            running.append(placement)
+        for node, pod in device_plugin_pods:
+            _hold_device_plugin_gpus(node, pod)
+        return ClusterSnapshot(nodes=nodes, running=running, now=self.clock())
+
+    # ------------------------------------------------------------------ bind
+
+    def _node_uuids(self, node: str) -> dict[int, str]:
+        if node not in self._uuids:
+            result = self._call(f"read node {node}", self.api.read_node, node, tolerate=(404,))
+            if isinstance(result, _Tolerated):
+                raise PermanentBackendError(f"node {node!r} no longer exists; the placement is stale")
+            self._uuids[node] = gpu_uuids(node_from_kubernetes(self._sanitize(result)))
+        return self._uuids[node]
+
+    def _ensure_service(self, job_id: str) -> None:
+        body = p.service_body(job_id, self.options)
+        self._call(
+            f"create service {body['metadata']['name']}",
+            self.api.create_namespaced_service,
+            self.namespace,
+            body,
+            tolerate=(409,),
+        )
+
+    def _create_pod(self, spec: TaskSpec, placement: Placement) -> dict[str, Any]:
+        """Create the task's pod (unbound) and return it; an existing one with the same placement is
+        the result of an earlier attempt and is returned as is."""
+        body = p.pod_body(spec, placement, self.options, self._node_uuids(placement.node))
+        name = body["metadata"]["name"]
+        result = self._call(
+            f"create pod {name}", self.api.create_namespaced_pod, self.namespace, body, tolerate=(409,)
+        )
+        if not isinstance(result, _Tolerated):
+            return self._sanitize(result)
+        existing = self._sanitize(
+            self._call(f"read pod {name}", self.api.read_namespaced_pod, name, self.namespace)
+        )
+        if (existing.get("metadata") or {}).get("deletionTimestamp"):
+            raise TransientBackendError(f"pod {name} from an earlier attempt is still terminating")
+        before = p.placement_from_pod(existing)
+        if before is not None and (before.node, before.gpu_indices) != (
+            placement.node,
+            placement.gpu_indices,
+        ):
+            raise PermanentBackendError(
+                f"pod {name} already exists on {before.node} GPUs {list(before.gpu_indices)}, "
+                f"not on {placement.node} GPUs {list(placement.gpu_indices)}"
+            )
+        return existing
+
+    def _bind_pod(self, pod: dict[str, Any], node: str) -> None:
+        name = _name(pod)
+        if (pod.get("spec") or {}).get("nodeName"):
+            return
+        # _preload_content=False: the API answers a Status, which the client cannot read as a Binding.
+        self._call(
+            f"bind pod {name} to {node}",
+            self.api.create_namespaced_pod_binding,
+            name,
+            (pod.get("metadata") or {}).get("namespace") or self.namespace,
+            p.binding_body(name, node),
+            tolerate=(409,),
+            _preload_content=False,
+        )
+
+    def bind(self, spec: TaskSpec, placement: Placement) -> None:
+        """Start one task. A single-task job is bound at once; a rank of a distributed job is bound
+        together with the others when the last rank's pod exists (gang: all or none)."""
+        if spec.world_size <= 1:
+            self._bind_pod(self._create_pod(spec, placement), placement.node)
+            return
+        self._ensure_service(spec.job_id)
+        self._create_pod(spec, placement)
+        members = self._job_pods(spec.job_id)
+        ranks = {(pod["metadata"].get("annotations") or {}).get(c.ANN_RANK) for pod in members}
+        if len(ranks) >= spec.world_size:
+            self._bind_all(spec.job_id, members)
+
+    def bind_job(self, specs: Sequence[TaskSpec], placements: Sequence[Placement]) -> None:
+        """Start every task of a job, or none: all pods are created first, then all are bound; if a
+        binding is refused for good, the job's pods and Service are deleted before the error is raised."""
+        by_task = {placement.task_id: placement for placement in placements}
+        missing = [spec.task_id for spec in specs if spec.task_id not in by_task]
+        if missing:
+            raise PermanentBackendError(f"no placement for tasks {missing}")
+        if not specs:
+            return
+        job_id = specs[0].job_id
+        if len(specs) > 1 or specs[0].world_size > 1:
+            self._ensure_service(job_id)
+        created = [self._create_pod(spec, by_task[spec.task_id]) for spec in specs]
+        self._bind_all(job_id, created)
+
+    def _bind_all(self, job_id: str, members: list[dict[str, Any]]) -> None:
+        try:
+            for pod in sorted(members, key=_name):
+                placement = p.placement_from_pod(pod)
+                if placement is None:
+                    raise PermanentBackendError(f"pod {_name(pod)} carries no placement annotation")
+                self._bind_pod(pod, placement.node)
+        except PermanentBackendError:
+            self.delete_job(job_id)
+            raise
+
+    def _job_pods(self, job_id: str) -> list[dict[str, Any]]:
+        result = self._call(
+            f"list pods of job {job_id}",
+            self.api.list_namespaced_pod,
+            self.namespace,
+            label_selector=p.job_selector(job_id),
+        )
+        pods = [self._sanitize(item) for item in result.items]
+        return [pod for pod in pods if _job_id(pod) == job_id and _ours(pod)]
+
+    # ------------------------------------------------------------------ status (watch)
+
+    def relist(self) -> None:
+        """Replace the pod cache with a fresh list; remember its resourceVersion for the next watch."""
+        result = self._call(
+            f"list pods in {self.namespace}",
+            self.api.list_namespaced_pod,
+            self.namespace,
+            label_selector=p.job_selector(),
+        )
+        fresh = {_name(pod): pod for pod in (self._sanitize(item) for item in result.items) if _ours(pod)}
+        for name, pod in self._pods.items():
+            if name not in fresh:
+                self._forget(pod)
+        self._pods = fresh
+        self._resource_version = result.metadata.resource_version if result.metadata else None
+        self._listed_at = self.clock()
+        self.relists += 1
+
+    def _forget(self, pod: dict[str, Any]) -> None:
+        """A pod is gone. If we did not delete it and it had not finished, its task failed: someone or
+        something (node drain, eviction, garbage collection) removed it under the job's feet."""
+        name = _name(pod)
+        if name in self._deleting:
+            self._deleting.discard(name)
+            return
+        status = p.task_status(pod)
+        if not status.phase.finished:
+            status.phase = TaskPhase.FAILED
+            status.failure_category = "PLATFORM"
+            status.message = "the pod was deleted outside the platform"
+        self._lost[name] = status
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        pod = event.get("raw_object") or {}
+        version = (pod.get("metadata") or {}).get("resourceVersion")
+        if event.get("type") == "BOOKMARK":
+            if version:
+                self._resource_version = version
+            return
+        if not _ours(pod):
+            return
+        if version:
+            self._resource_version = version
+        name = _name(pod)
+        if event.get("type") == "DELETED":
+            self._pods.pop(name, None)
+            self._forget(pod)
+        else:
+            self._pods[name] = pod
+            self._lost.pop(name, None)
+
+    def refresh(self, timeout_s: float | None = None) -> None:
+        """Bring the pod cache up to date: watch from the last resourceVersion for up to ``timeout_s``
+        seconds; relist first when there is none yet or the last list is older than ``resync_s`` (a
+        periodic resync, as informers do, catches anything a watch missed), and when the watch answers
+        410 Gone."""
+        if self._resource_version is None or self.clock() - self._listed_at >= self.resync_s:
+            # A fresh list is the whole truth: no need to wait on a watch right after it.
+            self.relist()
+            return
+        timeout = self.watch_timeout_s if timeout_s is None else timeout_s
+        stream = kubernetes.watch.Watch()
+        try:
+            for event in stream.stream(
+                self.api.list_namespaced_pod,
+                self.namespace,
+                label_selector=p.job_selector(),
+                resource_version=self._resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=max(1, int(timeout)),
+                # The read timeout ends a quiet stream: a server that ignores timeout_seconds still
+                # returns control to us.
+                _request_timeout=(self.request_timeout_s, timeout),
+            ):
+                self._apply(event)
+        except ApiException as exc:
+            if exc.status == 410:
+                log.info("watch of pods expired (410 Gone); relisting")
+            else:
+                log.warning("watch of pods failed (%s %s); relisting", exc.status, exc.reason)
+            self.relist()
+        except RETRYABLE_NETWORK:
+            pass  # the end of a quiet watch window (read timeout) or a dropped connection
+        finally:
+            stream.stop()
+
+    def task_statuses(self, job_id: str | None = None) -> list[TaskStatus]:
+        """Every task of ours (or of ``job_id``): live pods from the watched cache, plus pods that
+        vanished without our asking (FAILED, PLATFORM)."""
+        self.refresh()
+        statuses = [p.task_status(pod) for pod in self._pods.values()]
+        statuses += [status for name, status in self._lost.items() if name not in self._pods]
+        if job_id is not None:
+            statuses = [s for s in statuses if s.job_id == job_id]
+        return sorted(statuses, key=lambda s: (s.job_id, s.task_id))
+
+    # ------------------------------------------------------------------ delete, logs
+
+    def delete_job(self, job_id: str) -> None:
+        """Delete the job's pods and its Service; idempotent (404 = already gone)."""
+        names = {_name(pod) for pod in self._job_pods(job_id)}
+        names |= {name for name, pod in self._pods.items() if _job_id(pod) == job_id}
+        for name in sorted(names):
+            self._deleting.add(name)
+            self._call(
+                f"delete pod {name}",
+                self.api.delete_namespaced_pod,
+                name,
+                self.namespace,
+                grace_period_seconds=self.delete_grace_period_s,
+                tolerate=(404,),
+            )
+            self._pods.pop(name, None)
+            self._lost.pop(name, None)
+        self._call(
+            f"delete service {c.service_name(job_id)}",
+            self.api.delete_namespaced_service,
+            c.service_name(job_id),
+            self.namespace,
+            tolerate=(404,),
+        )
+        self._lost = {name: s for name, s in self._lost.items() if s.job_id != job_id}
+
+    def logs(self, job_id: str, task_id: str) -> str:
+        """The task's output so far (the last ``log_tail_lines`` lines); "" before it starts or after
+        its pod is gone."""
+        name = c.pod_name(job_id, task_id)
+        result = self._call(
+            f"read log of pod {name}",
+            self.api.read_namespaced_pod_log,
+            name,
+            self.namespace,
+            container=p.CONTAINER,
+            tail_lines=self.log_tail_lines,
+            tolerate=(400, 404),
+            # Raw bytes: servers label logs text/plain or octet-stream, and the client only decodes some.
+            _preload_content=False,
+        )
+        if isinstance(result, _Tolerated):
+            return ""
+        return bytes(result.data).decode("utf-8", errors="replace")
+
+    # ------------------------------------------------------------------ outside pods
+
+    def _pending_outside_pods(self) -> list[dict[str, Any]]:
+        if self.cluster_scope:
+            result = self._call(
+                "list pending pods in all namespaces",
+                self.api.list_pod_for_all_namespaces,
+                field_selector=f"spec.schedulerName={self.scheduler_name},status.phase=Pending,spec.nodeName=",
+            )
+        else:
+            result = self._call(
+                f"list pending pods in {self.namespace}",
+                self.api.list_namespaced_pod,
+                self.namespace,
+                field_selector=f"spec.schedulerName={self.scheduler_name},status.phase=Pending,spec.nodeName=",
+            )
+        pods = []
+        for pod in (self._sanitize(item) for item in result.items):
+            spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
+            if spec.get("schedulerName") != self.scheduler_name or spec.get("nodeName") or _ours(pod):
+                continue
+            if (
+                meta.get("deletionTimestamp")
+                or (pod.get("status") or {}).get("phase", "Pending") != "Pending"
+            ):
+                continue
+            pods.append(pod)
+        return pods
+
+    def outside_jobs(self) -> tuple[list[JobRequest], dict[str, str]]:
+        """Pods created outside the platform (e.g. ``kubectl apply``) that name our schedulerName and
+        wait for a node, as JobRequests for ``schedule()``; pods of one ``gpu-platform.io/gang`` form
+        one job. Returns (jobs, {job_id: reason}) where the second lists pods whose annotations are
+        invalid. Job ids are ``pod:<ns>/<name>`` or ``gang:<ns>/<gang>``."""
+        groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for pod in self._pending_outside_pods():
+            meta = pod["metadata"]
+            gang = (meta.get("annotations") or {}).get(c.ANN_GANG)
+            job_id = (
+                f"gang:{meta.get('namespace')}/{gang}"
+                if gang
+                else f"pod:{meta.get('namespace')}/{meta.get('name')}"
+            )
+            groups[job_id].append(pod)
+        jobs: list[JobRequest] = []
+        invalid: dict[str, str] = {}
+        for job_id, members in sorted(groups.items()):
+            tasks = []
+            for pod in sorted(members, key=_name):
+                task = p.outside_task(pod)
+                if isinstance(task, str):
+                    invalid[job_id] = task
+                    break
+                tasks.append(task)
+            else:
+                first = members[0]
+                jobs.append(
+                    JobRequest(
+                        job_id=job_id,
+                        tasks=tasks,
+                        priority=int((first.get("spec") or {}).get("priority") or 0),
+                        submitted_at=min(_creation_key(pod)[0] for pod in members),
+                        user=(first["metadata"].get("namespace") or ""),
+                        hints={"source": "kubernetes"},
+                    )
+                )
+        return jobs, invalid
+
+    def bind_outside(self, placements: Sequence[Placement]) -> None:
+        """Bind outside pods to their placements, each job all or none: every pod first gets the
+        assignment annotations (their containers can read them through the downward API, see
+        docs/kubernetes.md), then every pod is bound."""
+        by_job: dict[str, list[Placement]] = defaultdict(list)
+        for placement in placements:
+            by_job[placement.job_id].append(placement)
+        for job_id, members in by_job.items():
+            annotated = []
+            for placement in members:
+                namespace, _, name = placement.task_id.partition("/")
+                annotations = c.assignment_annotations(placement, self._node_uuids(placement.node))
+                annotations.update({c.ANN_JOB_ID: job_id, c.ANN_TASK_ID: placement.task_id})
+                result = self._call(
+                    f"annotate pod {placement.task_id}",
+                    self.api.patch_namespaced_pod,
+                    name,
+                    namespace,
+                    {"metadata": {"annotations": annotations}},
+                    tolerate=(404,),
+                )
+                if isinstance(result, _Tolerated):
+                    raise PermanentBackendError(
+                        f"pod {placement.task_id} of {job_id} is gone; not binding the job"
+                    )
+                annotated.append((name, namespace, placement.node))
+            for name, namespace, node in annotated:
+                self._bind_pod({"metadata": {"name": name, "namespace": namespace}}, node)
+
+
+def default_topology_builder() -> Callable[[dict[str, Any]], Any] | None:
+    """``scheduler.topology.graph.Topology.from_dict`` when the topology package is installed: the
+    agent publishes the link matrix in exactly that form."""
+    try:
+        from scheduler.topology.graph import Topology
+    except ImportError:
+        return None
+    return Topology.from_dict
+
+
+def _hold_device_plugin_gpus(node: Node, pod: dict[str, Any]) -> None:
+    """A pod we did not place that took ``nvidia.com/gpu`` from the device plugin holds that many GPUs,
+    but which ones only the kubelet knows: count them on idle GPUs, highest index first (the device
+    plugin's usual order is lowest first, so this errs towards leaving low indices free), so that
+    totals are right and no idle GPU is promised twice."""
+    wanted = sum(
+        int(((container.get("resources") or {}).get("limits") or {}).get(c.DEVICE_PLUGIN_RESOURCE) or 0)
+        for container in (pod.get("spec") or {}).get("containers") or []
+    )
+    meta = pod.get("metadata") or {}
+    for gpu in sorted((g for g in node.gpus if g.is_idle), key=lambda g: -g.index)[:wanted]:
+        gpu.used_milli = GPU_MILLI
+        gpu.used_memory_mib = gpu.memory_mib
+        gpu.tenants.append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+
+
+def _name(pod: dict[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("name", ""))
+
+
+def _job_id(pod: dict[str, Any]) -> str:
+    return str(((pod.get("metadata") or {}).get("annotations") or {}).get(c.ANN_JOB_ID, ""))
+
+
+def _ours(pod: dict[str, Any]) -> bool:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return labels.get(c.LABEL_MANAGED_BY) == c.MANAGED_BY_VALUE
+
+
+def _creation_key(pod: dict[str, Any]) -> tuple[float, str]:
+    stamp = p._timestamp((pod.get("metadata") or {}).get("creationTimestamp"))
+    return (stamp or 0.0, _name(pod))
+
+
+def _retry_after(exc: ApiException) -> float | None:
+    headers = exc.headers or {}
+    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _api_message(exc: ApiException) -> str:
+    try:
+        return str(json.loads(exc.body or "{}").get("message") or exc.body or "")[:300]
+    except (ValueError, AttributeError):
+        return str(exc.body or "")[:300]

@@ -1,0 +1,147 @@
+"""The cluster as NumPy arrays: one row per node, one column per GPU slot.
+
+Vectorised plugins score every node at once from these arrays; ``schedule()`` and the fragmentation
+benchmark both keep one ``ClusterArrays`` in step with their ``Node`` objects, so the same plugin math
+drives the platform and the benchmark.
+
+Layout (N nodes, G = the largest GPU count of any node):
+
+* ``cpu_free``/``mem_free`` (N,): free milli-CPU and MiB of host memory;
+* ``gpu_free`` (N, G): free milli-GPU per GPU; slots a node does not have hold 0 and are False in
+  ``gpu_exists``, so sums and ``>= request`` tests ignore them for any request > 0;
+* ``gpu_mem_free``/``gpu_mem_cap`` (N, G): GPU memory in MiB;
+* ``model_id`` (N,): index into ``models`` (0 = no GPU);
+* ``tags`` (N, 5): how many GPU tasks of each kind (shared, 1, 2, 4, 8+ GPUs) run on the node, the
+  "affinity" GPU clustering packs by;
+* ``version`` (N,): bumped whenever a row changes, so score caches can recompute only changed rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.model import GPU_MILLI, ClusterSnapshot, Node, Placement, TaskRequest
+
+# Columns of ``ClusterArrays.tags``.
+TAG_SHARED, TAG_1, TAG_2, TAG_4, TAG_8 = range(5)
+
+IntArray = np.ndarray
+
+
+def tag_of(gpus: int, gpu_milli: int) -> int:
+    """Affinity tag of a GPU task: shared (< 1 GPU) or 1/2/4/8-GPU; -1 for a task without GPUs."""
+    if gpus <= 0:
+        return TAG_SHARED if 0 < gpu_milli < GPU_MILLI else -1
+    if gpus == 1:
+        return TAG_SHARED if 0 < gpu_milli < GPU_MILLI else TAG_1
+    if gpus == 2:
+        return TAG_2
+    if gpus <= 4:
+        return TAG_4
+    return TAG_8
+
+
+def task_tag(task: TaskRequest) -> int:
+    if task.gpus:
+        return tag_of(task.gpus, GPU_MILLI)
+    return tag_of(0, task.gpu_milli)
+
+
+def placement_tag(placement: Placement) -> int:
+    n = len(placement.gpu_indices)
+    if n == 0:
+        return -1
+    if n == 1 and placement.gpu_milli < GPU_MILLI:
+        return TAG_SHARED
+    return tag_of(n, GPU_MILLI)
+
+
+@dataclass
+class ClusterArrays:
+    names: list[str]
+    cpu_cap: IntArray
+    cpu_free: IntArray
+    mem_cap: IntArray
+    mem_free: IntArray
+    gpu_count: IntArray
+    gpu_exists: np.ndarray
+    gpu_free: IntArray
+    gpu_mem_cap: IntArray
+    gpu_mem_free: IntArray
+    model_id: IntArray
+    models: list[str]
+    schedulable: np.ndarray
+    tags: IntArray
+    version: IntArray
+
+    @property
+    def n(self) -> int:
+        return len(self.names)
+
+    @classmethod
+    def from_nodes(cls, nodes: Sequence[Node], running: Iterable[Placement] = ()) -> ClusterArrays:
+        n = len(nodes)
+        g = max((len(node.gpus) for node in nodes), default=0) or 1
+        models = [""]
+        model_index = {"": 0}
+        arr = cls(
+            names=[node.name for node in nodes],
+            cpu_cap=np.array([node.cpu_milli for node in nodes], dtype=np.int64),
+            cpu_free=np.array([node.free_cpu_milli for node in nodes], dtype=np.int64),
+            mem_cap=np.array([node.memory_mib for node in nodes], dtype=np.int64),
+            mem_free=np.array([node.free_memory_mib for node in nodes], dtype=np.int64),
+            gpu_count=np.array([len(node.gpus) for node in nodes], dtype=np.int64),
+            gpu_exists=np.zeros((n, g), dtype=bool),
+            gpu_free=np.zeros((n, g), dtype=np.int64),
+            gpu_mem_cap=np.zeros((n, g), dtype=np.int64),
+            gpu_mem_free=np.zeros((n, g), dtype=np.int64),
+            model_id=np.zeros(n, dtype=np.int64),
+            models=models,
+            schedulable=np.array([node.schedulable for node in nodes], dtype=bool),
+            tags=np.zeros((n, 5), dtype=np.int64),
+            version=np.zeros(n, dtype=np.int64),
+        )
+        for row, node in enumerate(nodes):
+            model = node.gpu_model
+            if model not in model_index:
+                model_index[model] = len(models)
+                models.append(model)
+            arr.model_id[row] = model_index[model]
+            for slot, gpu in enumerate(node.gpus):
+                arr.gpu_exists[row, slot] = True
+                arr.gpu_free[row, slot] = gpu.free_milli
+                arr.gpu_mem_cap[row, slot] = gpu.memory_mib
+                arr.gpu_mem_free[row, slot] = gpu.free_memory_mib
+        rows = {name: i for i, name in enumerate(arr.names)}
+        for placement in running:
+            tag = placement_tag(placement)
+            row = rows.get(placement.node)
+            if tag >= 0 and row is not None:
+                arr.tags[row, tag] += 1
+        return arr
+
+    @classmethod
+    def from_snapshot(cls, snapshot: ClusterSnapshot) -> ClusterArrays:
+        return cls.from_nodes(snapshot.nodes, snapshot.running)
+
+    def model_mask(self, gpu_models: tuple[str, ...]) -> np.ndarray:
+        """Rows whose GPU model is acceptable (all rows when no model is asked for)."""
+        if not gpu_models:
+            return np.ones(self.n, dtype=bool)
+        ids = [i for i, m in enumerate(self.models) if m in gpu_models]
+        return np.isin(self.model_id, ids)
+
+    def apply(self, row: int, placement: Placement, sign: int = 1) -> None:
+        """Account (sign=+1) or release (sign=-1) a placement on ``row``."""
+        self.cpu_free[row] -= sign * placement.cpu_milli
+        self.mem_free[row] -= sign * placement.memory_mib
+        for idx in placement.gpu_indices:
+            self.gpu_free[row, idx] -= sign * placement.gpu_milli
+            self.gpu_mem_free[row, idx] -= sign * placement.gpu_memory_mib
+        tag = placement_tag(placement)
+        if tag >= 0:
+            self.tags[row, tag] += sign
+        self.version[row] += 1

@@ -1,0 +1,235 @@
+"""The placement engine behind ``schedule()`` and the fragmentation benchmark.
+
+One task at a time: filter all nodes, score the feasible ones, pick the best, let the GPU chooser pick
+GPUs. Batch plugins run on the NumPy view (``CycleState.arrays``) for all rows at once; per-node plugins
+run on ``Node`` objects. Cacheable batch plugins keep, per task shape, one value per row stamped with
+the row's ``version``; a later task of the same shape recomputes only rows whose version moved (the
+node that took the last placement), which is what makes 1,000+ placements per second possible on the
+1,213-node trace cluster.
+
+Scores: ``total_n = sum_p w_p * norm_p(s_p)_n / sum_p w_p`` over feasible rows; the highest total wins
+and ties go to the lowest row, i.e. the caller's node order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scheduler.framework import (
+    BatchFilterPlugin,
+    BatchGpuChooserPlugin,
+    BatchNormalizePlugin,
+    BatchScorePlugin,
+    BuiltProfile,
+    CycleState,
+    NormalizePlugin,
+    placement_for,
+    reserve,
+    unreserve,
+)
+from scheduler.model import GPU_MILLI, JobRequest, Node, Placement, TaskRequest
+
+_ANON_JOB = JobRequest(job_id="", tasks=[])
+
+
+def shape_key(task: TaskRequest) -> tuple[Hashable, ...]:
+    """Everything about a task that filters and cacheable scores may depend on (not its id)."""
+    return (
+        task.cpu_milli,
+        task.memory_mib,
+        task.gpus,
+        task.gpu_milli,
+        task.gpu_memory_mib,
+        task.gpu_models,
+    )
+
+
+@dataclass
+class _Entry:
+    token: Hashable
+    values: np.ndarray
+    stamp: np.ndarray
+
+
+@dataclass
+class Outcome:
+    """Result of ``PlacementEngine.place``: a placement (not yet committed) or a reason."""
+
+    placement: Placement | None
+    row: int = -1
+    score: float = 0.0
+    reason: str = ""
+
+
+@dataclass
+class PlacementEngine:
+    built: BuiltProfile
+    state: CycleState
+    nodes: Sequence[Node] | None = None
+    # Build user-facing reasons for failures (costs a per-node pass; the benchmark turns it off).
+    explain: bool = True
+    _cache: dict[tuple[int, Hashable], _Entry] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        arrays = self.state.arrays
+        if arrays is None:
+            raise ValueError("PlacementEngine needs CycleState.arrays")
+        self._all_rows = np.arange(arrays.n)
+
+    # -- public -----------------------------------------------------------------------------------
+
+    def place(self, task: TaskRequest) -> Outcome:
+        """Choose a node and GPUs for ``task``; nothing is reserved until ``commit``."""
+        if self.built.profile.whole_gpus and task.is_shared:
+            task = dataclasses.replace(task, gpus=1, gpu_milli=0, gpu_memory_mib=0)
+        arrays = self.state.arrays
+        key = shape_key(task)
+        feasible = self._feasible(task, key)
+        rows = np.flatnonzero(feasible)
+        if rows.size == 0:
+            return Outcome(None, reason=self._why_not(task) if self.explain else "no node fits")
+        totals = self._totals(task, key, rows)
+        chooser = self.built.chooser_for(task)
+        best = int(np.argmax(totals))
+        order: Sequence[int] = (best,)
+        tried = 0
+        while True:
+            for i in order:
+                row = int(rows[i])
+                gpus = self._choose(chooser, task, row) if task.total_gpu_milli else ()
+                if gpus is None:
+                    continue
+                job = self.state.job or _ANON_JOB
+                placement = self._placement(task, job, row, gpus)
+                if self.explain:
+                    placement.reason = (
+                        f"node {arrays.names[row]} scored {float(totals[i]):.1f}/100 "
+                        f"by profile {self.built.profile.name}"
+                    )
+                return Outcome(placement, row=row, score=float(totals[i]))
+            if tried:
+                break
+            tried = 1
+            # Rare: the best node's chooser refused (e.g. a topology constraint); walk the rest.
+            order = [int(i) for i in np.argsort(-totals, kind="stable") if i != best]
+        return Outcome(None, reason=f"no GPU set on the {rows.size} feasible node(s) fits task {task.task_id}")
+
+    def commit(self, row: int, placement: Placement) -> None:
+        self.state.arrays.apply(row, placement, +1)
+        if self.nodes is not None:
+            reserve(self.nodes[row], placement)
+
+    def release(self, row: int, placement: Placement) -> None:
+        self.state.arrays.apply(row, placement, -1)
+        if self.nodes is not None:
+            unreserve(self.nodes[row], placement)
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _placement(self, task: TaskRequest, job: JobRequest, row: int, gpus: tuple[int, ...]) -> Placement:
+        arrays = self.state.arrays
+        per_gpu_mem = task.gpu_memory_mib
+        if task.gpus and not per_gpu_mem and gpus:
+            # A whole GPU owns all of its memory.
+            per_gpu_mem = int(arrays.gpu_mem_cap[row, gpus[0]])
+        return Placement(
+            job_id=job.job_id,
+            task_id=task.task_id,
+            node=arrays.names[row],
+            gpu_indices=gpus,
+            gpu_milli=(GPU_MILLI if task.gpus else task.gpu_milli) if gpus else 0,
+            gpu_memory_mib=per_gpu_mem if gpus else 0,
+            cpu_milli=task.cpu_milli,
+            memory_mib=task.memory_mib,
+        )
+
+    def _choose(self, chooser: Any, task: TaskRequest, row: int) -> tuple[int, ...] | None:
+        if isinstance(chooser, BatchGpuChooserPlugin):
+            return chooser.choose_gpus_row(self.state, task, row)
+        if self.nodes is None:
+            raise ValueError(f"GPU chooser {chooser.name!r} needs Node objects")
+        gpus = chooser.choose_gpus(self.state, task, self.nodes[row])
+        return None if gpus is None else tuple(gpus)
+
+    def _cached(self, slot: int, plugin: Any, method: str, task: TaskRequest, key: Hashable, need: np.ndarray) -> np.ndarray:
+        """Values of ``plugin.method`` for all rows, fresh at least on the rows where ``need``."""
+        arrays = self.state.arrays
+        token_fn = getattr(plugin, "cache_token", None)
+        token = token_fn(self.state) if token_fn is not None else None
+        entry = self._cache.get((slot, key))
+        if entry is None or entry.token != token:
+            entry = _Entry(token, np.zeros(arrays.n), np.full(arrays.n, -1, dtype=np.int64))
+            self._cache[(slot, key)] = entry
+        stale = np.flatnonzero((entry.stamp != arrays.version) & need)
+        if stale.size:
+            entry.values[stale] = getattr(plugin, method)(self.state, task, stale)
+            entry.stamp[stale] = arrays.version[stale]
+        return entry.values
+
+    def _feasible(self, task: TaskRequest, key: Hashable) -> np.ndarray:
+        arrays = self.state.arrays
+        mask = arrays.schedulable.copy()
+        for slot, plugin in enumerate(self.built.filters):
+            if isinstance(plugin, BatchFilterPlugin):
+                if getattr(plugin, "cacheable", False):
+                    values = self._cached(-1 - slot, plugin, "filter_rows", task, key, mask)
+                    mask &= values.astype(bool)
+                else:
+                    rows = np.flatnonzero(mask)
+                    mask[rows] = plugin.filter_rows(self.state, task, rows)
+            else:
+                if self.nodes is None:
+                    raise ValueError(f"filter {plugin.name!r} needs Node objects")
+                for row in np.flatnonzero(mask):
+                    mask[row] = plugin.filter(self.state, task, self.nodes[row]).ok
+        return mask
+
+    def _totals(self, task: TaskRequest, key: Hashable, rows: np.ndarray) -> np.ndarray:
+        totals = np.zeros(rows.size)
+        weight_sum = sum(w for _, w in self.built.scores) or 1.0
+        for slot, (plugin, weight) in enumerate(self.built.scores):
+            if isinstance(plugin, BatchScorePlugin):
+                if getattr(plugin, "cacheable", False):
+                    need = np.zeros(self.state.arrays.n, dtype=bool)
+                    need[rows] = True
+                    raw = self._cached(slot, plugin, "score_rows", task, key, need)[rows]
+                else:
+                    raw = np.asarray(plugin.score_rows(self.state, task, rows), dtype=float)
+            else:
+                if self.nodes is None:
+                    raise ValueError(f"score plugin {plugin.name!r} needs Node objects")
+                raw = np.array([float(plugin.score(self.state, task, self.nodes[r])) for r in rows])
+            if isinstance(plugin, BatchNormalizePlugin):
+                norm = plugin.normalize_rows(raw)
+            elif isinstance(plugin, NormalizePlugin):
+                norm = np.asarray(plugin.normalize([float(x) for x in raw]), dtype=float)
+            else:
+                norm = raw
+            totals += weight * norm / weight_sum
+        return totals
+
+    def _why_not(self, task: TaskRequest) -> str:
+        """One line: how many nodes failed each filter (first failing filter per node)."""
+        arrays = self.state.arrays
+        reasons: dict[str, int] = {}
+        for row in range(arrays.n):
+            why = ""
+            if not arrays.schedulable[row]:
+                why = "node is not schedulable"
+            elif self.nodes is not None:
+                for plugin in self.built.filters:
+                    status = plugin.filter(self.state, task, self.nodes[row])
+                    if not status.ok:
+                        why = status.reason
+                        break
+            else:
+                why = "does not fit"
+            if why:
+                reasons[why] = reasons.get(why, 0) + 1
+        summary = "; ".join(f"{count} node(s): {why}" for why, count in sorted(reasons.items()))
+        return f"0/{arrays.n} nodes fit task {task.task_id}: {summary}"

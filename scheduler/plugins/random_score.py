@@ -1,0 +1,22 @@
+"""Score, Random baseline of the FGD paper: one feasible node, drawn uniformly from ``CycleState.rng``,
+scores 100 and every other node 0 (the reference draws it in PreScore)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scheduler.frag.batch import RowScoreMixin
+from scheduler.framework import CycleState, register
+from scheduler.model import TaskRequest
+
+
+@register("random")
+class RandomScore(RowScoreMixin):
+    name = "random"
+    cacheable = False
+
+    def score_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
+        scores = np.zeros(len(rows))
+        if len(rows):
+            scores[int(state.rng.integers(len(rows)))] = 100.0
+        return scores

@@ -1,0 +1,655 @@
+"""Discrete-event cluster simulator that runs ``scheduler.schedule()`` unchanged in simulated time.
+
+Events: arrivals (trace submit times), completions (``start + remaining work / rate``, recomputed
+whenever a job's rate changes because a co-tenant arrives or leaves), and periodic rounds (every
+``round_s``, only while they can matter) where preemptive policies preempt and Gandiva unpacks.
+All events at the same instant are processed together, then at most one scheduling cycle runs.
+
+Why it is fast (documented approximations, none changes what ``schedule()`` decides for the jobs it
+sees):
+- A cycle runs only after something changed: an arrival, or capacity freed by a completion or a
+  preemption. After an arrival alone only the new jobs are offered (older waiting jobs did not fit in
+  the previous cycle and nothing was freed since).
+- Pending window: the queue is kept sorted by the policy's key; a cycle walks it in order, skips jobs
+  that provably cannot fit (a whole-GPU task needs a node with that many idle GPUs; a shared task
+  needs one GPU with enough free milli-GPU and memory) and offers ``schedule()`` the first
+  ``window`` (default 64) that might fit, looking at most ``scan_limit`` (default 4,096) queue entries
+  deep. Jobs are offered in queue order, so ordering and backfilling are the scheduler's.
+- The snapshot holds only nodes with free GPU capacity (a full node passes no filter) and the running
+  placements on them; the cluster state is updated incrementally, never rebuilt.
+
+Ground truth for speed: ``scheduler.sim.perf`` (Gavel measured pairs, documented comm cost model).
+Preemption costs ``preempt_penalty_s`` of lost work (checkpoint restore). Deterministic for a seed:
+job types are drawn from ``random.Random(seed)``, ties break by trace order.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scheduler.frag.history import HISTORY_KEY, WorkloadHistory
+from scheduler.framework import BuiltProfile, reserve, schedule, unreserve
+from scheduler.model import GPU_MILLI, ClusterSnapshot, JobRequest, Node, Placement, TaskRequest
+from scheduler.sim.cluster import ClusterSpec
+from scheduler.sim.perf import PerfModel, bottleneck_link, comm_rate
+from scheduler.sim.policies import (
+    LAS_THRESHOLDS_GPU_S,
+    SHARED_CPU_MILLI,
+    SHARED_MEMORY_MIB,
+    WHOLE_CPU_MILLI,
+    WHOLE_MEMORY_MIB,
+    Policy,
+    las_level,
+    shared_request,
+)
+from scheduler.sim.trace import TraceJob
+
+PENDING, RUNNING, DONE = 0, 1, 2
+EPS = 1e-9
+
+
+@dataclass
+class SimConfig:
+    seed: int = 0
+    window: int = 64
+    cycle_s: float = 10.0
+    scan_limit: int = 4096
+    round_s: float = 360.0
+    preempt_penalty_s: float = 30.0
+    slowdown_tolerance: float = 1.5
+
+
+class _Job:
+    __slots__ = (
+        "idx",
+        "trace",
+        "type_idx",
+        "mem_mib",
+        "request",
+        "state",
+        "remaining",
+        "rate",
+        "last",
+        "first_start",
+        "finish",
+        "attained",
+        "run_since",
+        "gpu_eq",
+        "placements",
+        "gids",
+        "version",
+        "key",
+        "violated",
+        "violations",
+        "preemptions",
+        "shared",
+        "started_at",
+        "avoid",
+    )
+
+    def __init__(self, idx: int, trace: TraceJob, type_idx: int, mem_mib: int) -> None:
+        self.idx = idx
+        self.trace = trace
+        self.type_idx = type_idx
+        self.mem_mib = mem_mib
+        self.request: JobRequest | None = None
+        self.state = PENDING
+        self.remaining = trace.duration
+        self.rate = 0.0
+        self.last = 0.0
+        self.first_start: float | None = None
+        self.finish: float | None = None
+        self.attained = 0.0
+        self.run_since = 0.0
+        self.gpu_eq = 0.0
+        self.placements: list[Placement] = []
+        self.gids: list[int] = []
+        self.version = 0
+        self.key: tuple[float, ...] = ()
+        self.violated = False
+        self.violations = 0
+        self.preemptions = 0
+        self.shared = False
+        self.started_at = 0.0
+        self.avoid: set[int] = set()
+
+
+@dataclass
+class SimResult:
+    """Raw outcome of one run; ``scheduler.sim.metrics`` summarises it."""
+
+    policy: str
+    cluster: str
+    total_gpus: int
+    submit: np.ndarray
+    first_start: np.ndarray
+    finish: np.ndarray
+    num_gpus: np.ndarray
+    duration: np.ndarray
+    # Change points: time, allocated GPUs (milli/1000), useful GPUs (sum gpus*rate), waiting jobs.
+    t: np.ndarray
+    alloc: np.ndarray
+    useful: np.ndarray
+    waiting: np.ndarray
+    placements: int
+    violations: int
+    preemptions: int
+    schedule_calls: int
+    wall_s: float
+    finished_count: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+class Simulator:
+    def __init__(
+        self,
+        jobs: list[TraceJob],
+        spec: ClusterSpec,
+        policy: Policy,
+        perf: PerfModel,
+        config: SimConfig | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self.cfg = config or SimConfig()
+        self.spec = spec
+        self.policy = policy
+        self.perf = perf
+        self.progress = progress
+        self.built: BuiltProfile = policy.profile.build()
+        self.nodes, self.links = spec.build_nodes()
+        self.node_by_name = {n.name: i for i, n in enumerate(self.nodes)}
+        self.max_node_gpus = max(len(n.gpus) for n in self.nodes)
+        self.min_gpu_memory = min(g.memory_mib for n in self.nodes for g in n.gpus)
+        offsets = [0]
+        for n in self.nodes:
+            offsets.append(offsets[-1] + len(n.gpus))
+        self.offsets = offsets
+        self.total_gpus = offsets[-1]
+        self.gpu_node = np.repeat(np.arange(len(self.nodes)), [len(n.gpus) for n in self.nodes])
+        self.free_milli = np.full(self.total_gpus, GPU_MILLI, dtype=np.int64)
+        self.free_mem = np.array([g.memory_mib for n in self.nodes for g in n.gpus], dtype=np.int64)
+        self.tenants: list[list[int]] = [[] for _ in range(self.total_gpus)]
+        self.node_capacity = np.array([len(n.gpus) * GPU_MILLI for n in self.nodes], dtype=np.int64)
+        # Node group = identical hardware (same spec group), for the idle-node reduction.
+        self.node_group = [int(n.name[1 : n.name.index("-")]) for n in self.nodes]
+        self.history = WorkloadHistory()
+        self.node_sig: list[tuple[object, ...] | None] = [None] * len(self.nodes)
+        self.node_running: list[dict[str, Placement]] = [{} for _ in self.nodes]
+        self.jobs = self._make_jobs(jobs)
+        # Mirrors of attained service for vectorised 2D-LAS rounds.
+        self.att = np.zeros(len(self.jobs))
+        self.since = np.zeros(len(self.jobs))
+        self.ngpus = np.array([j.trace.num_gpus for j in self.jobs], dtype=float)
+
+    # ------------------------------------------------------------------ setup
+    def _make_jobs(self, trace_jobs: list[TraceJob]) -> list[_Job]:
+        rng = random.Random(f"job-types:{self.cfg.seed}")
+        types = self.perf.job_types
+        by_family: dict[str, list[int]] = {}
+        for i, t in enumerate(types):
+            by_family.setdefault(t.family, []).append(i)
+        out: list[_Job] = []
+        for idx, tj in enumerate(trace_jobs):
+            pool = by_family.get(tj.family) if tj.family else None
+            # Draw even when the pool is fixed so that type draws stay aligned across traces.
+            r = rng.random()
+            choices = pool or list(range(len(types)))
+            t_idx = choices[int(r * len(choices))]
+            job = _Job(idx, tj, t_idx, types[t_idx].memory_mib)
+            job.request = self._request(job)
+            out.append(job)
+        return out
+
+    def _request(self, job: _Job) -> JobRequest:
+        tj = job.trace
+        jt = self.perf.job_types[job.type_idx]
+        tasks: list[TaskRequest] = []
+        share = shared_request(self.policy.share, tj.num_gpus, job.mem_mib, self.min_gpu_memory)
+        suffix = f"#{job.type_idx}"
+        if share is not None:
+            milli, mem = share
+            job.shared = True
+            job.gpu_eq = milli / GPU_MILLI
+            tasks.append(
+                TaskRequest(
+                    task_id=f"{tj.job_id}/t0{suffix}",
+                    cpu_milli=SHARED_CPU_MILLI,
+                    memory_mib=SHARED_MEMORY_MIB,
+                    gpu_milli=milli,
+                    gpu_memory_mib=mem,
+                )
+            )
+        else:
+            left = tj.num_gpus
+            k = 0
+            while left > 0:
+                g = min(left, self.max_node_gpus)
+                tasks.append(
+                    TaskRequest(
+                        task_id=f"{tj.job_id}/t{k}{suffix}",
+                        cpu_milli=WHOLE_CPU_MILLI * g,
+                        memory_mib=WHOLE_MEMORY_MIB * g,
+                        gpus=g,
+                    )
+                )
+                left -= g
+                k += 1
+            job.gpu_eq = float(tj.num_gpus)
+        profile: dict[str, float | str] = {
+            "model_family": jt.family,
+            "job_type": jt.name,
+            "batch_size": float(jt.batch_size),
+            "gpu_memory_mib": float(job.mem_mib),
+            "solo_throughput": float(self.perf.iso_tput.get(jt.name, 0.0)),
+        }
+        return JobRequest(
+            job_id=tj.job_id,
+            tasks=tasks,
+            submitted_at=tj.submit,
+            team=tj.group,
+            slowdown_tolerance=self.cfg.slowdown_tolerance,
+            profile=profile,
+            hints={"model_family": jt.family},
+        )
+
+    # ------------------------------------------------------------------ queue
+    def _key(self, job: _Job) -> tuple[float, ...]:
+        order = self.policy.order
+        if order == "fifo":
+            return (job.trace.submit, job.idx)
+        if order == "sjf":
+            return (job.trace.duration, job.trace.submit, job.idx)
+        return (las_level(job.attained), job.trace.submit, job.idx)
+
+    def _enqueue(self, job: _Job) -> None:
+        job.state = PENDING
+        job.key = self._key(job)
+        bisect.insort(self.queue, (job.key, job.idx))
+
+    def _dequeue(self, job: _Job) -> None:
+        i = bisect.bisect_left(self.queue, (job.key, job.idx))
+        del self.queue[i]
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> SimResult:
+        wall0 = time.perf_counter()
+        self.queue: list[tuple[tuple[float, ...], int]] = []
+        self.heap: list[tuple[float, int, int]] = []
+        self.running: set[int] = set()
+        self.shared_gids: set[int] = set()
+        self.alloc_milli = 0
+        self.useful = 0.0
+        self.placements = 0
+        self.violations = 0
+        self.preemptions = 0
+        self.schedule_calls = 0
+        ts: list[float] = []
+        alloc: list[float] = []
+        useful: list[float] = []
+        waiting: list[int] = []
+        jobs = self.jobs
+        n = len(jobs)
+        next_arrival = 0
+        done = 0
+        next_round = float("inf")
+        next_cycle = float("inf")
+        needs_rounds = self.policy.preemptive or self.policy.introspective
+        dirty_freed = False
+        new: list[_Job] = []
+        quantum = self.cfg.cycle_s
+        now = 0.0
+        while done < n:
+            while self.heap and jobs[self.heap[0][2]].version != self.heap[0][1]:
+                heapq.heappop(self.heap)
+            t_fin = self.heap[0][0] if self.heap else float("inf")
+            t_arr = jobs[next_arrival].trace.submit if next_arrival < n else float("inf")
+            now = min(t_fin, t_arr, next_round, next_cycle)
+            if now == float("inf"):
+                raise RuntimeError("simulation stalled: jobs wait but nothing can ever run")
+            finished = False
+            while self.heap and self.heap[0][0] <= now + EPS:
+                _, version, idx = heapq.heappop(self.heap)
+                job = jobs[idx]
+                if job.version != version or job.state != RUNNING:
+                    continue
+                self._finish(job, now)
+                done += 1
+                finished = True
+            if finished and self.progress is not None:
+                self.progress(done)
+            dirty_freed |= finished
+            while next_arrival < n and jobs[next_arrival].trace.submit <= now:
+                job = jobs[next_arrival]
+                assert job.request is not None
+                for task in job.request.tasks:
+                    self.history.observe(task)
+                self._enqueue(job)
+                new.append(job)
+                next_arrival += 1
+            if needs_rounds and now >= next_round:
+                dirty_freed |= self._round(now)
+                next_round = float("inf")
+            if (dirty_freed or new) and next_cycle == float("inf"):
+                # Cycles run on the grid of ``cycle_s`` (the platform's beat), batching what happened since.
+                next_cycle = math.ceil(now / quantum - 1e-9) * quantum if quantum > 0 else now
+            if now >= next_cycle:
+                if self.queue:
+                    self._cycle(now, None if dirty_freed else [j for j in new if j.state == PENDING])
+                dirty_freed = False
+                new = []
+                next_cycle = float("inf")
+            if needs_rounds and next_round == float("inf") and self._round_useful():
+                next_round = (now // self.cfg.round_s + 1) * self.cfg.round_s
+            ts.append(now)
+            alloc.append(self.alloc_milli / GPU_MILLI)
+            useful.append(self.useful)
+            waiting.append(len(self.queue))
+        return SimResult(
+            policy=self.policy.name,
+            cluster=self.spec.name,
+            total_gpus=self.total_gpus,
+            submit=np.array([j.trace.submit for j in jobs]),
+            first_start=np.array([j.first_start for j in jobs], dtype=float),
+            finish=np.array([j.finish for j in jobs], dtype=float),
+            num_gpus=np.array([j.trace.num_gpus for j in jobs]),
+            duration=np.array([j.trace.duration for j in jobs]),
+            t=np.array(ts),
+            alloc=np.array(alloc),
+            useful=np.array(useful),
+            waiting=np.array(waiting),
+            placements=self.placements,
+            violations=self.violations,
+            preemptions=self.preemptions,
+            schedule_calls=self.schedule_calls,
+            wall_s=time.perf_counter() - wall0,
+        )
+
+    # ------------------------------------------------------------------ cycle
+    def _cycle(self, now: float, only: list[_Job] | None) -> None:
+        fits = _FitCheck(self)
+        offer: list[_Job] = []
+        if only is not None:
+            for job in sorted(only, key=lambda j: j.key):
+                if len(offer) >= self.cfg.window:
+                    break
+                if fits(job):
+                    offer.append(job)
+        else:
+            jobs = self.jobs
+            for scanned, (_, idx) in enumerate(self.queue):
+                if scanned >= self.cfg.scan_limit or len(offer) >= self.cfg.window:
+                    break
+                job = jobs[idx]
+                if fits(job):
+                    offer.append(job)
+        if not offer:
+            return
+        nodes, running = self._candidate_nodes(sum(len(j.request.tasks) for j in offer if j.request))
+        snapshot = ClusterSnapshot(nodes=nodes, running=running, now=now)
+        requests = []
+        for job in offer:
+            assert job.request is not None
+            if job.avoid:
+                job.request.hints["avoid_types"] = ",".join(str(t) for t in sorted(job.avoid))
+            requests.append(job.request)
+        self.schedule_calls += 1
+        decision = schedule(snapshot, requests, self.built, data={HISTORY_KEY: self.history})
+        by_job: dict[str, list[Placement]] = {}
+        for p in decision.placements:
+            by_job.setdefault(p.job_id, []).append(p)
+        for job in offer:
+            placed = by_job.get(job.trace.job_id)
+            if placed:
+                self._start(job, placed, now)
+
+    def _candidate_nodes(self, tasks: int) -> tuple[list[Node], list[Placement]]:
+        """Nodes worth offering, in cluster order, and the placements running on them.
+
+        A node without free GPU capacity passes no filter, so it is left out. Nodes of one group (same
+        hardware) in the same state (per-GPU milli-GPU and memory in use, the job types sharing each
+        partly used GPU, CPU and memory in use) are interchangeable: every plugin scores them alike
+        and ties go to the first. One cycle places at most ``tasks`` tasks, so only the first
+        ``tasks`` nodes of each such class are offered; the decision is the one the whole cluster
+        would give.
+        """
+        free_per_node = np.add.reduceat(self.free_milli, self.offsets[:-1])
+        ids = np.flatnonzero(free_per_node > 0)
+        nodes: list[Node] = []
+        running: list[Placement] = []
+        taken: dict[tuple[object, ...], int] = {}
+        sigs = self.node_sig
+        for i in ids.tolist():
+            sig = sigs[i]
+            if sig is None:
+                sig = sigs[i] = self._signature(i)
+            count = taken.get(sig, 0)
+            if count >= tasks:
+                continue
+            taken[sig] = count + 1
+            nodes.append(self.nodes[i])
+            running.extend(self.node_running[i].values())
+        return nodes, running
+
+    def _signature(self, i: int) -> tuple[object, ...]:
+        node = self.nodes[i]
+        gpus = tuple(
+            (g.used_milli, g.used_memory_mib, tuple(sorted(self.jobs[j].type_idx for j in self.tenants[gid])))
+            if 0 < g.used_milli < GPU_MILLI
+            else (g.used_milli, g.used_memory_mib)
+            for gid, g in enumerate(node.gpus, start=self.offsets[i])
+        )
+        return (self.node_group[i], node.used_cpu_milli, node.used_memory_mib, gpus)
+
+    # ------------------------------------------------------------------ state changes
+    def _advance(self, job: _Job, now: float) -> None:
+        job.remaining -= job.rate * (now - job.last)
+        job.last = now
+
+    def _set_rate(self, job: _Job, rate: float, now: float) -> None:
+        self._advance(job, now)
+        # Useful GPUs = sum of num_gpus * rate: a GPU with two tenants at 0.7 each does 1.4 GPUs of work.
+        self.useful += job.trace.num_gpus * (rate - job.rate)
+        job.rate = rate
+        job.version += 1
+        if rate * self.cfg.slowdown_tolerance < 1.0 - 1e-9 and not job.violated:
+            job.violated = True
+            self.violations += 1
+        finish = now + max(job.remaining, 0.0) / rate
+        heapq.heappush(self.heap, (finish, job.version, job.idx))
+
+    def _shared_rate(self, job_idx: int, gid: int) -> float:
+        me = self.jobs[job_idx].type_idx
+        return self.perf.shared_rate(me, (self.jobs[o].type_idx for o in self.tenants[gid] if o != job_idx))
+
+    def _refresh_gpu(self, gid: int, now: float, skip: int = -1) -> None:
+        for o in self.tenants[gid]:
+            if o != skip:
+                self._set_rate(self.jobs[o], self._shared_rate(o, gid), now)
+
+    def _start(self, job: _Job, placed: list[Placement], now: float) -> None:
+        self._dequeue(job)
+        job.state = RUNNING
+        job.placements = placed
+        job.gids = []
+        job.violated = False
+        job.last = now
+        job.run_since = now
+        self.since[job.idx] = now
+        job.started_at = now
+        job.rate = 0.0
+        if job.first_start is None:
+            job.first_start = now
+        else:
+            job.remaining += self.cfg.preempt_penalty_s
+        nodes_used = set()
+        for p in placed:
+            ni = self.node_by_name[p.node]
+            nodes_used.add(ni)
+            self.node_sig[ni] = None
+            reserve(self.nodes[ni], p)
+            self.node_running[ni][p.task_id] = p
+            for gi in p.gpu_indices:
+                gid = self.offsets[ni] + gi
+                self.free_milli[gid] -= p.gpu_milli
+                self.free_mem[gid] -= p.gpu_memory_mib
+                self.alloc_milli += p.gpu_milli
+                self.tenants[gid].append(job.idx)
+                job.gids.append(gid)
+        self.running.add(job.idx)
+        self.placements += 1
+        if job.shared:
+            gid = job.gids[0]
+            if len(self.tenants[gid]) > 1:
+                self.shared_gids.add(gid)
+            self._set_rate(job, self._shared_rate(job.idx, gid), now)
+            self._refresh_gpu(gid, now, skip=job.idx)
+        else:
+            if len(nodes_used) > 1:
+                link: str | None = "NET"
+            else:
+                ni = next(iter(nodes_used))
+                gpus = [gi for p in placed for gi in p.gpu_indices]
+                link = bottleneck_link(self.links[ni], gpus)
+            comm_fraction = self.perf.job_types[job.type_idx].comm_fraction
+            self._set_rate(job, comm_rate(comm_fraction, link), now)
+
+    def _release(self, job: _Job, now: float) -> None:
+        self._advance(job, now)
+        self.useful -= job.rate * job.trace.num_gpus
+        job.rate = 0.0
+        job.version += 1
+        job.attained += job.trace.num_gpus * (now - job.run_since)
+        self.att[job.idx] = job.attained
+        self.running.discard(job.idx)
+        touched: list[int] = []
+        for p in job.placements:
+            ni = self.node_by_name[p.node]
+            self.node_sig[ni] = None
+            unreserve(self.nodes[ni], p)
+            del self.node_running[ni][p.task_id]
+            for gi in p.gpu_indices:
+                gid = self.offsets[ni] + gi
+                self.free_milli[gid] += p.gpu_milli
+                self.free_mem[gid] += p.gpu_memory_mib
+                self.alloc_milli -= p.gpu_milli
+                self.tenants[gid].remove(job.idx)
+                touched.append(gid)
+        job.placements = []
+        job.gids = []
+        if job.shared:
+            for gid in touched:
+                if len(self.tenants[gid]) < 2:
+                    self.shared_gids.discard(gid)
+                self._refresh_gpu(gid, now)
+
+    def _finish(self, job: _Job, now: float) -> None:
+        self._release(job, now)
+        job.state = DONE
+        job.finish = now
+        job.remaining = 0.0
+
+    def _preempt(self, job: _Job, now: float) -> None:
+        self._release(job, now)
+        job.preemptions += 1
+        self.preemptions += 1
+        self._enqueue(job)
+
+    # ------------------------------------------------------------------ rounds
+    def _round_useful(self) -> bool:
+        if self.policy.preemptive:
+            return bool(self.queue) and bool(self.running)
+        return bool(self.shared_gids)
+
+    def _round(self, now: float) -> bool:
+        """Preempt (2D-LAS) or unpack (Gandiva); True when capacity was freed."""
+        freed = False
+        if self.policy.introspective:
+            for gid in sorted(self.shared_gids):
+                ids = self.tenants[gid]
+                if len(ids) < 2:
+                    continue
+                total = sum(self.jobs[i].rate for i in ids)
+                if total < 1.0:
+                    newest = max(ids, key=lambda i: (self.jobs[i].started_at, i))
+                    victim = self.jobs[newest]
+                    for other in ids:
+                        if other != newest:
+                            victim.avoid.add(self.jobs[other].type_idx)
+                    self._preempt(victim, now)
+                    freed = True
+        if self.policy.preemptive and self.queue:
+            freed |= self._las_preempt(now)
+        return freed
+
+    def _las_preempt(self, now: float) -> bool:
+        jobs = self.jobs
+        best_pending_level = int(self.queue[0][0][0])
+        if best_pending_level >= len(LAS_THRESHOLDS_GPU_S) or not self.running:
+            return False
+        ids = np.fromiter(self.running, dtype=np.int64, count=len(self.running))
+        attained = self.att[ids] + self.ngpus[ids] * (now - self.since[ids])
+        levels_arr = np.searchsorted(np.asarray(LAS_THRESHOLDS_GPU_S), attained, side="right")
+        mask = levels_arr > best_pending_level
+        if not mask.any():
+            return False
+        levels = dict(zip(ids[mask].tolist(), levels_arr[mask].tolist(), strict=True))
+        # Lowest priority first: highest level, then most recently started.
+        victims = sorted(levels, key=lambda i: (-levels[i], -jobs[i].started_at, -i))
+        free = float(self.free_milli.sum()) / GPU_MILLI
+        chosen: list[int] = []
+        v = 0
+        for _, idx in self.queue[: self.cfg.window]:
+            job = jobs[idx]
+            lvl = int(job.key[0])
+            need = job.gpu_eq
+            while free < need and v < len(victims) and levels[victims[v]] > lvl:
+                victim = jobs[victims[v]]
+                free += victim.gpu_eq
+                chosen.append(victims[v])
+                v += 1
+            if free < need:
+                break
+            free -= need
+        for idx in chosen:
+            self._preempt(jobs[idx], now)
+        return bool(chosen)
+
+
+class _FitCheck:
+    """Necessary condition for a job to fit the current free capacity (cached per request shape)."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+        self._idle_per_node: np.ndarray | None = None
+        self._cache: dict[tuple[int, int, int], bool] = {}
+
+    def _idle(self) -> np.ndarray:
+        if self._idle_per_node is None:
+            idle = (self.sim.free_milli == GPU_MILLI).astype(np.int64)
+            self._idle_per_node = np.add.reduceat(idle, self.sim.offsets[:-1])
+        return self._idle_per_node
+
+    def __call__(self, job: _Job) -> bool:
+        req = job.request
+        assert req is not None
+        for task in req.tasks:
+            key = (task.gpus, task.gpu_milli, task.gpu_memory_mib)
+            ok = self._cache.get(key)
+            if ok is None:
+                if task.gpus:
+                    ok = bool((self._idle() >= task.gpus).any())
+                else:
+                    ok = bool(
+                        ((self.sim.free_milli >= task.gpu_milli) & (self.sim.free_mem >= task.gpu_memory_mib)).any()
+                    )
+                self._cache[key] = ok
+            if not ok:
+                return False
+        return True

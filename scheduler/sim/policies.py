@@ -1,0 +1,115 @@
+"""Policies compared by the simulator: queue order x request shape x placement profile.
+
+| policy     | queue order                         | GPU request                 | placement (profile)            |
+|------------|-------------------------------------|-----------------------------|--------------------------------|
+| k8s        | FIFO                                | whole GPUs                  | LeastAllocated (spread)        |
+| fifo       | FIFO                                | whole GPUs                  | MostAllocated (consolidate)    |
+| sjf        | shortest trace duration first       | whole GPUs                  | MostAllocated                  |
+| tiresias   | discretised 2D-LAS, preemptive      | whole GPUs                  | MostAllocated                  |
+| gandiva    | FIFO, introspective unpacking       | half GPU if it fits (pack)  | MostAllocated + Gandiva GPUs   |
+| gpushare   | FIFO                                | GPU memory only (binpack)   | gpushare memory binpack        |
+| ours       | discretised 2D-LAS, preemptive      | half GPU if it fits         | ``get_profile("default")``     |
+
+Sharing rules (the job type's estimated memory footprint ``mem``, GPU memory ``M``):
+- *half* (ours, Gandiva): a 1-GPU job with ``mem + CONTEXT_MIB <= M / 2`` asks for
+  ``gpu_milli = 500, gpu_memory_mib = mem + CONTEXT_MIB``: at most two jobs per GPU, each with
+  guaranteed memory. Other jobs ask for whole GPUs.
+- *memory* (gpushare): a 1-GPU job with ``mem + CONTEXT_MIB < M`` asks only for its memory, its compute
+  share proportional to it (``gpu_milli = ceil(1000 * mem' / M)``): as many jobs as memory allows,
+  interference-blind.
+Multi-GPU jobs always take whole GPUs, one task per node of at most the node's GPU count (a pod cannot
+span nodes); tasks ask 4 cores and 32 GiB per whole GPU, 1 core and 8 GiB when sharing.
+
+2D-LAS (Tiresias): queue level = number of thresholds the attained service (GPU-seconds) has crossed,
+``LAS_THRESHOLDS_GPU_S``; lower level first, FIFO inside a level; a running job in a higher level is
+preempted for a waiting job in a lower one at the next round.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+
+import scheduler.sim.placement  # noqa: F401  (registers the sim_* plugins)
+from scheduler.framework import Profile
+from scheduler.profiles import get_profile
+
+CONTEXT_MIB = 512
+LAS_THRESHOLDS_GPU_S = (3600.0, 36000.0)
+SHARED_CPU_MILLI = 1000
+SHARED_MEMORY_MIB = 8 * 1024
+WHOLE_CPU_MILLI = 4000
+WHOLE_MEMORY_MIB = 32 * 1024
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    order: str  # "fifo" | "sjf" | "las"
+    share: str  # "none" | "half" | "memory"
+    profile: Profile
+    preemptive: bool = False
+    introspective: bool = False
+    description: str = ""
+
+
+def las_level(attained_gpu_s: float) -> int:
+    return bisect.bisect_right(LAS_THRESHOLDS_GPU_S, attained_gpu_s)
+
+
+def _whole(name: str, score: str) -> Profile:
+    return Profile(name=name, filters=("resource_fit",), scores={score: 1.0}, gpu_chooser="first_fit_gpus")
+
+
+def make_policy(name: str) -> Policy:
+    if name == "k8s":
+        return Policy(name, "fifo", "none", _whole("sim-k8s", "sim_least_allocated"), description="Kubernetes default")
+    if name == "fifo":
+        return Policy(name, "fifo", "none", _whole("sim-fifo", "sim_most_allocated"), description="FIFO")
+    if name == "sjf":
+        return Policy(name, "sjf", "none", _whole("sim-sjf", "sim_most_allocated"), description="oracle SJF")
+    if name == "tiresias":
+        return Policy(
+            name, "las", "none", _whole("sim-tiresias", "sim_most_allocated"), preemptive=True,
+            description="Tiresias 2D-LAS",
+        )  # fmt: skip
+    if name == "gandiva":
+        profile = Profile(
+            name="sim-gandiva",
+            filters=("resource_fit",),
+            scores={"sim_most_allocated": 1.0},
+            gpu_chooser="sim_gandiva_gpus",
+        )
+        return Policy(name, "fifo", "half", profile, introspective=True, description="Gandiva packing")
+    if name == "gpushare":
+        profile = Profile(
+            name="sim-gpushare",
+            filters=("resource_fit",),
+            scores={"sim_gpu_memory_binpack": 1.0},
+            gpu_chooser="sim_gpu_memory_binpack",
+        )
+        return Policy(name, "fifo", "memory", profile, description="gpushare memory binpack")
+    if name == "ours":
+        return Policy(
+            name, "las", "half", get_profile("default"), preemptive=True,
+            description="platform default profile, 2D-LAS, fractional GPUs",
+        )  # fmt: skip
+    raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")
+
+
+POLICY_NAMES = ("k8s", "fifo", "sjf", "tiresias", "gandiva", "gpushare", "ours")
+
+
+def shared_request(share: str, num_gpus: int, mem_mib: int, gpu_memory_mib: int) -> tuple[int, int] | None:
+    """(gpu_milli, gpu_memory_mib) of a shared request under ``share``, or None for whole GPUs."""
+    if num_gpus != 1 or share == "none":
+        return None
+    need = mem_mib + CONTEXT_MIB
+    if share == "half":
+        return (500, need) if need <= gpu_memory_mib // 2 else None
+    if share == "memory":
+        if need >= gpu_memory_mib:
+            return None
+        return min(999, max(1, math.ceil(1000 * need / gpu_memory_mib))), need
+    raise ValueError(f"unknown share rule {share!r}")

@@ -1,0 +1,147 @@
+"""Quota usage vs limits: what GET /api/v1/quotas/ reports, GPU-hours counted from when jobs ran, and
+limits changed only through quota_set (API and Django admin alike)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+
+from jobs.models import Job
+from jobs.services import job_transition
+from jobs.states import JobStatus
+from quotas.models import Quota, UsageEntry
+from quotas.selectors import gpu_hours_this_month, quota_usage
+from quotas.services import QuotaDenied, quota_set
+
+pytestmark = pytest.mark.django_db
+
+NOW = datetime(2026, 11, 15, 12, 0, tzinfo=UTC)
+
+
+def _run(job: Job, *, started: datetime, finished: datetime | None = None) -> None:
+    Job.objects.filter(pk=job.pk).update(started_at=started)
+    UsageEntry.objects.filter(job=job).update(reserved_at=started - timedelta(minutes=5))
+    if finished is not None:
+        UsageEntry.objects.filter(job=job).update(
+            released_at=finished,
+            gpu_hours=job.total_gpu_milli / 1000 * (finished - started).total_seconds() / 3600,
+        )
+
+
+def test_usage_reports_limits_and_what_is_held(submit_job, member, owner, team, api_client_for) -> None:
+    submit_job(member, gpu_milli=None, gpus=2)
+    submit_job(owner, gpu_milli=500)
+
+    body = api_client_for(member).get("/api/v1/quotas/").json()
+
+    assert len(body) == 1
+    usage = body[0]
+    assert usage["team_slug"] == "vision"
+    assert (usage["max_gpu_milli"], usage["used_gpu_milli"], usage["free_gpu_milli"]) == (8000, 2500, 5500)
+    assert (usage["used_jobs"], usage["caller_gpu_milli"]) == (2, 2000)
+
+
+def test_gpu_hours_count_only_running_time_within_this_month(submit_job, member, team) -> None:
+    running = submit_job(member, gpu_milli=None, gpus=2)
+    _run(running, started=NOW - timedelta(hours=3))  # 2 GPUs x 3 h = 6
+    finished = submit_job(member, gpu_milli=500)
+    _run(finished, started=NOW - timedelta(hours=10), finished=NOW - timedelta(hours=6))  # 0.5 x 4 = 2
+    straddling = submit_job(member, gpu_milli=None, gpus=1)
+    month = datetime(2026, 11, 1, tzinfo=UTC)
+    _run(straddling, started=month - timedelta(hours=4), finished=month + timedelta(hours=4))  # half of 8 = 4
+    submit_job(member, gpu_milli=None, gpus=4)  # still queued: no GPU time
+
+    assert gpu_hours_this_month(team=team, now=NOW) == pytest.approx(6 + 2 + 4)
+
+
+def test_a_finished_job_records_gpu_hours_from_when_it_started(submit_job, member, team) -> None:
+    job = submit_job(member, gpu_milli=None, gpus=2)
+    for status in (JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING):
+        job_transition(job=job, to=status, actor="t")
+    Job.objects.filter(pk=job.pk).update(started_at=job.started_at - timedelta(hours=1))
+
+    job_transition(job=job, to=JobStatus.SUCCEEDED, actor="t")
+
+    assert UsageEntry.objects.get(job=job).gpu_hours == pytest.approx(2.0, rel=1e-3)
+
+
+def test_a_spent_monthly_budget_refuses_gpu_jobs(submit_job, member, team) -> None:
+    old = submit_job(member, gpu_milli=None, gpus=1)
+    Job.objects.filter(pk=old.pk).update(started_at=old.submitted_at - timedelta(hours=2))
+    Quota.objects.filter(team=team).update(gpu_hours_per_month=1.0)
+
+    with pytest.raises(QuotaDenied) as denied:
+        submit_job(member)
+    assert denied.value.field == "gpu_hours_per_month"
+    assert submit_job(member, gpu_milli=None, gpus=0).status == "QUEUED"  # CPU jobs still run
+
+
+def test_quota_set_changes_only_the_named_limits(team) -> None:
+    quota_set(team=team, actor="admin", max_gpu_milli=16000, guaranteed_gpu_milli=4000)
+
+    quota = Quota.objects.get(team=team)
+    assert (quota.max_gpu_milli, quota.guaranteed_gpu_milli, quota.max_concurrent_jobs) == (16000, 4000, 20)
+
+
+@pytest.mark.parametrize(
+    ("limits", "field"),
+    [
+        ({"max_gpu_milli": -1}, "max_gpu_milli"),
+        ({"max_gpu_milli": "lots"}, "max_gpu_milli"),
+        ({"max_concurrent_jobs": 2.5}, "max_concurrent_jobs"),
+        ({"used_gpu_milli": 0}, "used_gpu_milli"),
+        ({"guaranteed_gpu_milli": 9000}, "guaranteed_gpu_milli"),
+    ],
+)
+def test_quota_set_refuses_bad_limits_and_changes_nothing(limits, field, team) -> None:
+    before = Quota.objects.filter(team=team).values().get()
+
+    with pytest.raises(ValidationError) as error:
+        quota_set(team=team, actor="admin", **limits)
+
+    assert field in error.value.message_dict
+    assert Quota.objects.filter(team=team).values().get() == before
+
+
+def test_the_api_refuses_bad_limits_with_field_messages(quota_admin, team, api_client_for) -> None:
+    response = api_client_for(quota_admin).patch(
+        f"/api/v1/quotas/{team.pk}/", {"max_gpu_milli": -5, "used_jobs": 0}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert set(response.json()["extra"]["fields"]) == {"used_jobs"}  # unknown fields are named first
+    assert Quota.objects.get(team=team).max_gpu_milli == 8000
+
+
+def test_the_admin_changes_limits_through_quota_set(client, team) -> None:
+    admin = User.objects.create_superuser("root", password="root-password-1")
+    client.force_login(admin)
+    quota = Quota.objects.get(team=team)
+    form = {
+        "guaranteed_gpu_milli": "9000",  # above the maximum: quota_set refuses it
+        "max_gpu_milli": "8000",
+        "max_concurrent_jobs": "5",
+        "gpu_hours_per_month": "100",
+        "per_user_gpu_milli": "2000",
+    }
+
+    refused = client.post(f"/admin/quotas/quota/{quota.pk}/change/", form)
+    assert refused.status_code == 200
+    assert "cannot exceed the maximum" in refused.content.decode()
+    assert Quota.objects.get(team=team).max_concurrent_jobs == 20
+
+    response = client.post(
+        f"/admin/quotas/quota/{quota.pk}/change/", {**form, "guaranteed_gpu_milli": "1000"}
+    )
+
+    assert response.status_code == 302
+    quota.refresh_from_db()
+    assert (quota.guaranteed_gpu_milli, quota.max_concurrent_jobs, quota.per_user_gpu_milli) == (
+        1000,
+        5,
+        2000,
+    )
+    assert quota_usage(team=team).max_concurrent_jobs == 5
