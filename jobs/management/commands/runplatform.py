@@ -8,6 +8,7 @@ a half-running platform is worse than none.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -139,9 +140,14 @@ class Command(BaseCommand):
         else:
             self.stdout.write(self.style.WARNING(f"GPU platform started; {health} did not answer 200 yet"))
         self.stdout.write(f"  API: {url}/api/v1/   docs: {url}/api/docs/   admin: {url}/admin/")
-        self.stdout.write(
-            f"  demo users and passwords: see above (also in {Path(settings.VAR_DIR) / 'demo-credentials.json'})"
-        )
+        creds_path = Path(settings.VAR_DIR) / "demo-credentials.json"
+        try:
+            creds = json.loads(creds_path.read_text())
+        except (OSError, ValueError):
+            creds = {}
+        for user, password in creds.items():
+            self.stdout.write(f"  user {user:<11} password {password}")
+        self.stdout.write(f"  (demo credentials are kept in {creds_path})")
         self.stdout.write("  Press Ctrl-C to stop web, worker and beat.")
         self.stdout.flush()
 

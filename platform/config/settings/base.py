@@ -127,9 +127,12 @@ SCHEDULE_INTERVAL_SECONDS = env_float("SCHEDULE_INTERVAL_SECONDS", 3.0)
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "celery")
 # Beat: periodic scheduling cycle and status sync (jobs.tasks), also the safety net for lost messages.
 CELERY_BEAT_SCHEDULE = {
-    name: {"task": f"jobs.tasks.{task}", "schedule": SCHEDULE_INTERVAL_SECONDS,
-           # A tick nobody ran in time is dropped: the next one does the same work.
-           "options": {"expires": SCHEDULE_INTERVAL_SECONDS * 3}}
+    name: {
+        "task": f"jobs.tasks.{task}",
+        "schedule": SCHEDULE_INTERVAL_SECONDS,
+        # A tick nobody ran in time is dropped: the next one does the same work.
+        "options": {"expires": SCHEDULE_INTERVAL_SECONDS * 3},
+    }
     for name, task in (("scheduling-cycle", "run_scheduling_cycle"), ("status-sync", "sync_status"))
 }
 
