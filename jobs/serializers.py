@@ -232,5 +232,7 @@ class JobLogsOutput(serializers.Serializer):
     tasks = TaskLogOutput(many=True)
 
 
-class LogsQuery(StrictInputMixin, serializers.Serializer):
+class LogsQuery(serializers.Serializer):
+    """Query parameters of the logs endpoint (others, such as ``format``, belong to DRF)."""
+
     task = serializers.IntegerField(min_value=0, required=False, help_text="Only this task index.")

@@ -263,7 +263,8 @@ def job_cancel(*, job: Job, user: Any, reason: str = "") -> Job:
 
     Not yet on the cluster (DRAFT, SUBMITTED, QUEUED, REQUEUED): straight to STOPPED, quota released.
     ADMITTED, STARTING or RUNNING: STOPPING, and the backend is asked to delete its tasks once this
-    commits (the stop task then finishes it as STOPPED). Already STOPPING or STOPPED: no change.
+    commits (the stop task then finishes it as STOPPED).
+    Already STOPPING: the stop is requested again, no state change. STOPPED: no change.
     SUCCEEDED or FAILED: JobConflict. Raises PermissionDenied for anyone else. Races with the scheduler
     are handled by compare-and-set: the decision is re-made if the job moved meanwhile.
     """
@@ -274,7 +275,11 @@ def job_cancel(*, job: Job, user: Any, reason: str = "") -> Job:
     for _attempt in range(5):
         job.refresh_from_db()
         status = JobStatus(job.status)
-        if status in (JobStatus.STOPPING, JobStatus.STOPPED):
+        if status is JobStatus.STOPPING:
+            # Ask again: harmless (the stop task is idempotent) and recovers a lost broker message.
+            _request_stop(job.pk)
+            return job
+        if status is JobStatus.STOPPED:
             return job
         if status.is_terminal:
             raise JobConflict(f"Job {job.pk} already finished as {status.value}; there is nothing to cancel.")

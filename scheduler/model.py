@@ -147,6 +147,9 @@ class ClusterSnapshot:
     nodes: list[Node]
     running: list[Placement] = field(default_factory=list)
     now: float = 0.0
+    # task id -> solo profile of a running task (``JobRequest.profile`` keys, plus an optional
+    # "slowdown_tolerance"), read by interference-aware plugins; empty when unknown.
+    task_profiles: dict[str, dict[str, float | str]] = field(default_factory=dict)
 
     def node(self, name: str) -> Node:
         for node in self.nodes:
@@ -161,7 +164,12 @@ class ClusterSnapshot:
         node's labels. Running placements and node topologies are shared: the scheduler never mutates
         them. (A ``copy.deepcopy`` was the simulator's bottleneck: it copied every placement string.)
         """
-        return ClusterSnapshot(nodes=[_copy_node(n) for n in self.nodes], running=list(self.running), now=self.now)
+        return ClusterSnapshot(
+            nodes=[_copy_node(n) for n in self.nodes],
+            running=list(self.running),
+            now=self.now,
+            task_profiles=self.task_profiles,
+        )
 
     @property
     def total_gpus(self) -> int:
@@ -169,14 +177,17 @@ class ClusterSnapshot:
 
 
 def _copy_node(node: Node) -> Node:
-    clone = copy.copy(node)
+    # Field-wise copy through __dict__: several times faster than copy.copy on dataclasses.
+    clone = object.__new__(type(node))
+    clone.__dict__.update(node.__dict__)
     clone.gpus = [_copy_gpu(g) for g in node.gpus]
     clone.labels = dict(node.labels)
     return clone
 
 
 def _copy_gpu(gpu: Gpu) -> Gpu:
-    clone = copy.copy(gpu)
+    clone = object.__new__(type(gpu))
+    clone.__dict__.update(gpu.__dict__)
     clone.tenants = list(gpu.tenants)
     return clone
 

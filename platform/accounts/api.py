@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
-from rest_framework import status
+from rest_framework import exceptions, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,9 +16,11 @@ from rest_framework.views import APIView
 
 from accounts import schema as _schema  # noqa: F401  (registers the token auth scheme for OpenAPI)
 from accounts import selectors, services
-from accounts.models import ApiToken, Team
+from accounts.models import ApiToken, Membership, Role, Team
 from accounts.serializers import (
+    MemberAddInput,
     MemberOutput,
+    MemberRoleInput,
     TeamOutput,
     TokenCreatedOutput,
     TokenObtainInput,
@@ -124,8 +128,62 @@ class TeamDetailView(APIView):
         return Response(TeamOutput(_my_team(request.user, team_id)).data)
 
 
+def _owned_team(user: Any, team_id: int) -> Team:
+    """A team the caller owns: 404 if they are not in it, 403 if they are but not as owner."""
+    team = _my_team(user, team_id)
+    if team.role != Role.OWNER:
+        raise exceptions.PermissionDenied("Only team owners can change its members.")
+    return team
+
+
 class TeamMembersView(APIView):
     @extend_schema(summary="Members of one of your teams", responses={200: MemberOutput(many=True), **ERRORS})
     def get(self, request: Request, team_id: int) -> Response:
         team = _my_team(request.user, team_id)
         return Response(MemberOutput(selectors.team_members(team=team), many=True).data)
+
+    @extend_schema(
+        summary="Add a member (team owners)", request=MemberAddInput, responses={201: MemberOutput, **ERRORS}
+    )
+    def post(self, request: Request, team_id: int) -> Response:
+        team = _owned_team(request.user, team_id)
+        data = MemberAddInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        user = (
+            get_user_model().objects.filter(username=data.validated_data["username"], is_active=True).first()
+        )
+        if user is None:
+            raise ValidationError({"username": ["No active user with this username."]})
+        membership = services.membership_set(
+            team=team, user=user, role=data.validated_data["role"], actor=request.user
+        )
+        return Response(MemberOutput(membership).data, status=status.HTTP_201_CREATED)
+
+
+class TeamMemberView(APIView):
+    def _membership(self, request: Request, team_id: int, user_id: int) -> tuple[Team, Membership]:
+        team = _owned_team(request.user, team_id)
+        membership = selectors.team_members(team=team).filter(user_id=user_id).first()
+        if membership is None:
+            raise Http404("No member with this user id.")
+        return team, membership
+
+    @extend_schema(
+        summary="Change a member's role (team owners)",
+        request=MemberRoleInput,
+        responses={200: MemberOutput, **ERRORS},
+    )
+    def patch(self, request: Request, team_id: int, user_id: int) -> Response:
+        team, membership = self._membership(request, team_id, user_id)
+        data = MemberRoleInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        updated = services.membership_set(
+            team=team, user=membership.user, role=data.validated_data["role"], actor=request.user
+        )
+        return Response(MemberOutput(updated).data)
+
+    @extend_schema(summary="Remove a member (team owners)", request=None, responses={204: None, **ERRORS})
+    def delete(self, request: Request, team_id: int, user_id: int) -> Response:
+        team, membership = self._membership(request, team_id, user_id)
+        services.membership_remove(team=team, user=membership.user, actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -6,6 +6,7 @@ from accounts.api import (
     TeamDetailView,
     TeamListView,
     TeamMembersView,
+    TeamMemberView,
     TokenDetailView,
     TokenListView,
     TokenView,
@@ -18,4 +19,9 @@ urlpatterns: list = [
     re_path(r"^teams/?$", TeamListView.as_view(), name="team-list"),
     re_path(r"^teams/(?P<team_id>[0-9]+)/?$", TeamDetailView.as_view(), name="team-detail"),
     re_path(r"^teams/(?P<team_id>[0-9]+)/members/?$", TeamMembersView.as_view(), name="team-members"),
+    re_path(
+        r"^teams/(?P<team_id>[0-9]+)/members/(?P<user_id>[0-9]+)/?$",
+        TeamMemberView.as_view(),
+        name="team-member",
+    ),
 ]

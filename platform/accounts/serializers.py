@@ -46,3 +46,12 @@ class MemberOutput(serializers.Serializer):
     full_name = serializers.CharField(source="user.get_full_name")
     role = serializers.CharField()
     joined_at = serializers.DateTimeField(source="created_at")
+
+
+class MemberAddInput(StrictInputMixin, serializers.Serializer):
+    username = serializers.CharField(max_length=150)
+    role = serializers.ChoiceField(choices=["owner", "member", "viewer"], default="member")
+
+
+class MemberRoleInput(StrictInputMixin, serializers.Serializer):
+    role = serializers.ChoiceField(choices=["owner", "member", "viewer"])

@@ -57,8 +57,8 @@ def _node(
         "gpu_count": gpus,
         "gpu_memory_mib": gpu_gib * 1024,
         "labels": {"gpu.model": model, "simulated": "true"},
-        "driver_version": "550.54.15",
-        "cuda_version": "12.4",
+        "driver_version": "560.35.03",  # CUDA 12.6: runs every catalog image (CUDA <= 12.6)
+        "cuda_version": "12.6",
         "topology": topology,
     }
 

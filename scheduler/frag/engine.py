@@ -111,6 +111,7 @@ class PlacementEngine:
                         f"node {arrays.names[row]} scored {float(totals[i]):.1f}/100 "
                         f"by profile {self.built.profile.name}"
                     )
+                self._annotate(task, placement)
                 return Outcome(placement, row=row, score=float(totals[i]))
             if tried:
                 break
@@ -147,6 +148,19 @@ class PlacementEngine:
             cpu_milli=task.cpu_milli,
             memory_mib=task.memory_mib,
         )
+
+    def _annotate(self, task: TaskRequest, placement: Placement) -> None:
+        """Plugins with ``annotate(state, task, placement)`` add their prediction to the placement
+        (e.g. ``Placement.predicted_slowdown``); each plugin name once, filters then scores then chooser."""
+        seen: set[str] = set()
+        plugins = [*self.built.filters, *(p for p, _ in self.built.scores), self.built.chooser_for(task)]
+        for plugin in plugins:
+            hook = getattr(plugin, "annotate", None)
+            name = getattr(plugin, "name", "")
+            if hook is None or name in seen:
+                continue
+            seen.add(name)
+            hook(self.state, task, placement)
 
     def _choose(self, chooser: Any, task: TaskRequest, row: int) -> tuple[int, ...] | None:
         if isinstance(chooser, BatchGpuChooserPlugin):

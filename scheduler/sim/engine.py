@@ -39,7 +39,7 @@ from scheduler.frag.history import HISTORY_KEY, WorkloadHistory
 from scheduler.framework import BuiltProfile, reserve, schedule, unreserve
 from scheduler.model import GPU_MILLI, ClusterSnapshot, JobRequest, Node, Placement, TaskRequest
 from scheduler.sim.cluster import ClusterSpec
-from scheduler.sim.perf import PerfModel, bottleneck_link, comm_rate
+from scheduler.sim.perf import PerfModel, best_link, bottleneck_link, comm_rate
 from scheduler.sim.policies import (
     LAS_THRESHOLDS_GPU_S,
     SHARED_CPU_MILLI,
@@ -180,6 +180,7 @@ class Simulator:
         # Node group = identical hardware (same spec group), for the idle-node reduction.
         self.node_group = [int(n.name[1 : n.name.index("-")]) for n in self.nodes]
         self.history = WorkloadHistory()
+        self._best_links: dict[tuple[int, int], str | None] = {}
         self.node_sig: list[tuple[object, ...] | None] = [None] * len(self.nodes)
         self.node_running: list[dict[str, Placement]] = [{} for _ in self.nodes]
         self.jobs = self._make_jobs(jobs)
@@ -518,7 +519,17 @@ class Simulator:
                 gpus = [gi for p in placed for gi in p.gpu_indices]
                 link = bottleneck_link(self.links[ni], gpus)
             comm_fraction = self.perf.job_types[job.type_idx].comm_fraction
-            self._set_rate(job, comm_rate(comm_fraction, link), now)
+            ref = self._best_link(self.node_group[min(nodes_used)], job.trace.num_gpus)
+            rate = comm_rate(comm_fraction, link) / comm_rate(comm_fraction, ref)
+            self._set_rate(job, min(1.0, rate), now)
+
+    def _best_link(self, group: int, num_gpus: int) -> str | None:
+        key = (group, num_gpus)
+        link = self._best_links.get(key, "")
+        if link == "":
+            g = self.spec.groups[group]
+            link = self._best_links[key] = best_link(g.links, num_gpus, g.gpus)
+        return link
 
     def _release(self, job: _Job, now: float) -> None:
         self._advance(job, now)

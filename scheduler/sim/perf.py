@@ -20,7 +20,8 @@ ideal placement, a worse one stretches it)::
     step(B)  = (1 - c_f) + c_f * B_ref / B       B = bandwidth of the bottleneck link of the GPU set
     rate     = min(1, 1 / step(B))                B_ref = 24 GB/s (PCIe Gen4 x16 in NCCL's model)
 
-``c_f`` is the family's share of a step spent in gradient exchange at ``B_ref`` (0.1-0.4). ``B`` per
+``c_f`` is the family's share of a step spent in gradient exchange at ``B_ref`` (0.1-0.4). A job's rate is relative to the best placement of its GPU count on that
+hardware (``best_link``), on which the trace measured it: ``rate = rate(actual) / rate(best)``. ``B`` per
 link class, GB/s: NV# 100, PIX 20, PXB 16, PHB 12, NODE 12, SYS 10, and 6 between nodes (effective
 all-reduce bandwidth of a 50 Gbit/s NIC). Calibration: Pollux's measured placements on 4-T4 nodes show
 one node of 4 GPUs 1.05-1.5x slower per step than 2 GPUs, and 2+2 GPUs on two nodes 1.5-3.6x slower
@@ -183,6 +184,37 @@ def bottleneck_link(links: dict[tuple[int, int], str], gpus: Sequence[int]) -> s
         if len({find(g) for g in members}) == 1:
             return cls
     return "NET"
+
+
+def best_link(links: dict[tuple[int, int], str], num_gpus: int, node_gpus: int) -> str | None:
+    """Bottleneck link of the best ``num_gpus``-GPU set inside one node (None for one GPU, NET if it
+    cannot fit one node): the reference placement a trace duration was measured on."""
+    if num_gpus <= 1:
+        return None
+    if num_gpus > node_gpus:
+        return "NET"
+    members = list(range(node_gpus))
+    for level, cls in enumerate(LINK_ORDER[:-1]):
+        allowed = set(LINK_ORDER[: level + 1])
+        parent = {g: g for g in members}
+
+        def find(x: int, parent: dict[int, int] = parent) -> int:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for i, a in enumerate(members):
+            for b in members[i + 1 :]:
+                if links.get((a, b), "SYS") in allowed:
+                    parent[find(a)] = find(b)
+        sizes: dict[int, int] = {}
+        for g in members:
+            root = find(g)
+            sizes[root] = sizes.get(root, 0) + 1
+        if max(sizes.values()) >= num_gpus:
+            return cls
+    return "SYS"
 
 
 def load_perf_model(gavel_dir: Path, gpu_type: str) -> PerfModel:

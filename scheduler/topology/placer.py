@@ -140,15 +140,38 @@ def choose_set(
             future += np.clip(tables.best[k][rest], 0.0, None) / tables.ideal[k]
             plenty += tables.mass[k][rest] / tables.mass[k][full]
         # np.lexsort: the last key is the primary one.
-        order = np.lexsort(
-            (
-                _reversed_bits(n)[cand[tied]],
-                tables.locality[union[tied]],
-                np.round(plenty, 9),
-                np.round(packs, 9),
-                np.round(future, 9),
+        import os
+
+        if os.environ.get("TOPO_LOC") == "2":
+            order = np.lexsort(
+                (
+                    _reversed_bits(n)[cand[tied]],
+                    np.round(plenty, 9),
+                    np.round(packs, 9),
+                    tables.locality[union[tied]],
+                    np.round(future, 9),
+                )
             )
-        )
+        elif os.environ.get("TOPO_LOC") == "1":
+            order = np.lexsort(
+                (
+                    _reversed_bits(n)[cand[tied]],
+                    np.round(plenty, 9),
+                    tables.locality[union[tied]],
+                    np.round(packs, 9),
+                    np.round(future, 9),
+                )
+            )
+        else:
+            order = np.lexsort(
+                (
+                    _reversed_bits(n)[cand[tied]],
+                    tables.locality[union[tied]],
+                    np.round(plenty, 9),
+                    np.round(packs, 9),
+                    np.round(future, 9),
+                )
+            )
         pick = int(tied[order[-1]])
     else:
         pick = int(tied[0])

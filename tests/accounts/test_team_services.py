@@ -123,3 +123,41 @@ def test_admin_token_creation_shows_the_secret_once_and_stores_its_hash(client, 
     shown = [str(m) for m in response.context["messages"]]
     raw = next(part for m in shown for part in m.split() if part.startswith("gpu_"))
     assert token.key_hash == hash_token(raw)
+
+
+def test_an_owner_manages_members_over_the_api(team, owner, member, api_client_for) -> None:
+    User.objects.create_user("nina")
+    client = api_client_for(owner)
+
+    added = client.post(f"/api/v1/teams/{team.pk}/members/", {"username": "nina"}, format="json")
+    promoted = client.patch(f"/api/v1/teams/{team.pk}/members/{member.pk}/", {"role": "owner"}, format="json")
+
+    assert (added.status_code, added.json()["role"]) == (201, "member")
+    assert (promoted.status_code, promoted.json()["role"]) == (200, "owner")
+    members = client.get(f"/api/v1/teams/{team.pk}/members/").json()
+    assert {(m["username"], m["role"]) for m in members} == {
+        ("olivia", "owner"),
+        ("max", "owner"),
+        ("nina", "member"),
+    }
+
+
+def test_the_api_refuses_to_leave_a_team_without_an_owner(team, owner, api_client_for) -> None:
+    response = api_client_for(owner).delete(f"/api/v1/teams/{team.pk}/members/{owner.pk}/")
+
+    assert response.status_code == 400
+    assert "at least one owner" in response.json()["extra"]["fields"]["role"][0]
+    assert Membership.objects.filter(team=team, user=owner).exists()
+
+
+def test_adding_an_unknown_user_is_a_400(team, owner, api_client_for) -> None:
+    response = api_client_for(owner).post(
+        f"/api/v1/teams/{team.pk}/members/", {"username": "ghost", "role": "boss"}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert set(response.json()["extra"]["fields"]) == {"role"}  # the role is checked before the user
+    response = api_client_for(owner).post(
+        f"/api/v1/teams/{team.pk}/members/", {"username": "ghost"}, format="json"
+    )
+    assert response.json()["extra"]["fields"] == {"username": ["No active user with this username."]}

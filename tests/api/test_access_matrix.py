@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 
 from accounts.models import ApiToken
 from jobs.models import Job
@@ -22,8 +23,8 @@ READ_TEAM = _statuses(200, 200, 200, 404, 401)
 READ_ANY = _statuses(200, 200, 200, 200, 401)
 WRITE_JOB = _statuses(201, 201, 403, 404, 401)
 
-# (id, method, path template, body, expected status per persona). {job}, {team}, {image} and
-# {member_token} are filled from the world below: a job submitted by `member` in team `vision`.
+# (id, method, path template, body, expected status per persona). {job}, {team}, {image},
+# {viewer_id} and {member_token} are filled from the world below: a job submitted by `member` in team `vision`.
 MATRIX: list[tuple[str, str, str, Any, dict[str, int]]] = [
     ("health", "get", "/api/v1/health/", None, _statuses(200, 200, 200, 200, 200)),
     ("schema", "get", "/api/schema/", None, _statuses(200, 200, 200, 200, 200)),
@@ -45,6 +46,27 @@ MATRIX: list[tuple[str, str, str, Any, dict[str, int]]] = [
     ("team-list", "get", "/api/v1/teams/", None, READ_ANY),
     ("team-detail", "get", "/api/v1/teams/{team}/", None, READ_TEAM),
     ("team-members", "get", "/api/v1/teams/{team}/members/", None, READ_TEAM),
+    (
+        "member-add",
+        "post",
+        "/api/v1/teams/{team}/members/",
+        {"username": "newbie", "role": "viewer"},
+        _statuses(201, 403, 403, 404, 401),
+    ),
+    (
+        "member-role",
+        "patch",
+        "/api/v1/teams/{team}/members/{viewer_id}/",
+        {"role": "member"},
+        _statuses(200, 403, 403, 404, 401),
+    ),
+    (
+        "member-remove",
+        "delete",
+        "/api/v1/teams/{team}/members/{viewer_id}/",
+        None,
+        _statuses(204, 403, 403, 404, 401),
+    ),
     ("quota-list", "get", "/api/v1/quotas/", None, READ_ANY),
     ("quota-detail", "get", "/api/v1/quotas/{team}/", None, READ_TEAM),
     (
@@ -109,12 +131,14 @@ def test_access_matrix(
     user = personas[persona]
     job = submit_job(personas["member"])
     client = api_client_for(user)
+    User.objects.create_user("newbie")
     member_token = ApiToken.objects.create(user=personas["member"], key_hash="x" * 64, prefix="gpu_test")
     world = {
         "job": job.pk,
         "team": team.pk,
         "image": image.pk,
         "member_token": member_token.pk,
+        "viewer_id": personas["viewer"].pk,
         "username": user.username if user else "nobody",
         "password": f"{user.username}-password-1" if user else "wrong",
     }

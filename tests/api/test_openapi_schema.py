@@ -21,6 +21,7 @@ ENDPOINTS = [
     "/api/v1/teams/",
     "/api/v1/teams/{team_id}/",
     "/api/v1/teams/{team_id}/members/",
+    "/api/v1/teams/{team_id}/members/{user_id}/",
     "/api/v1/quotas/",
     "/api/v1/quotas/{team_id}/",
     "/api/v1/images/",

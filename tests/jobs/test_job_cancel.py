@@ -60,14 +60,27 @@ def test_cancelling_a_job_on_the_cluster_asks_the_backend_to_stop_it(
     assert Quota.objects.get(team=team).used_gpu_milli == 250  # held until the tasks are gone
 
 
-def test_cancelling_twice_changes_nothing_the_second_time(submit_job, member) -> None:
+def test_cancelling_a_stopping_job_again_only_repeats_the_stop_request(
+    submit_job, member, django_capture_on_commit_callbacks
+) -> None:
     job = _move(submit_job(member), JobStatus.ADMITTED)
     job_cancel(job=job, user=member)
     events = JobEvent.objects.filter(job=job).count()
 
-    job_cancel(job=job, user=member)
+    with mock.patch("jobs.dispatch._enqueue") as enqueue, django_capture_on_commit_callbacks(execute=True):
+        job_cancel(job=job, user=member)
 
     assert job.status == JobStatus.STOPPING.value
+    assert JobEvent.objects.filter(job=job).count() == events
+    enqueue.assert_called_once_with("stop_job", job.pk)
+
+
+def test_cancelling_a_stopped_job_changes_nothing(submit_job, member) -> None:
+    job = submit_job(member)
+    job_cancel(job=job, user=member)
+    events = JobEvent.objects.filter(job=job).count()
+
+    assert job_cancel(job=job, user=member).status == JobStatus.STOPPED.value
     assert JobEvent.objects.filter(job=job).count() == events
 
 

@@ -2,14 +2,14 @@
 
 Idempotent: rerunning changes nothing that exists and prints the same credentials. Generated passwords
 are kept in ``var/demo-credentials.json`` (mode 0600) so every run can print them; a user whose
-password was changed by hand keeps it (the file then no longer matches, and the output says so only
-if the stored password no longer works). The simulated cluster's state file is created if absent and
-never reset here, so running jobs survive a restart.
+password was changed by hand keeps it, and its stale entry is dropped from the file. The simulated
+cluster's state file is created if absent and never reset here, so running jobs survive a restart.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 from pathlib import Path
@@ -21,6 +21,8 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from accounts.models import Membership, Team
+
+logger = logging.getLogger(__name__)
 
 DEMO_TEAM = {"name": "Demo team", "slug": "demo"}
 DEMO_QUOTA = {
@@ -103,7 +105,10 @@ def _ensure_user(username: str, superuser: bool, creds: dict[str, str]) -> tuple
         creds[username] = password
         return user, password
     stored = creds.get(username)
-    return user, stored if stored and user.check_password(stored) else None
+    if stored and user.check_password(stored):
+        return user, stored
+    creds.pop(username, None)  # changed by hand: forget the stale value rather than print it
+    return user, None
 
 
 def _ensure_images() -> int:
@@ -115,7 +120,12 @@ def _ensure_images() -> int:
         catalog = None  # type: ignore[assignment]
     sync = getattr(catalog, "sync_catalog", None)
     if callable(sync):
-        sync()
+        try:
+            sync()
+        except Exception:  # noqa: BLE001  (a broken Dockerfile label must not block the demo)
+            logger.warning(
+                "images.catalog.sync_catalog failed; using the built-in demo images", exc_info=True
+            )
     if JobImage.objects.filter(is_active=True).exists():
         return JobImage.objects.filter(is_active=True).count()
     for row in FALLBACK_IMAGES:

@@ -1,0 +1,28 @@
+"""The portal's pages, mounted at the site root by config.urls."""
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from frontend import views
+
+app_name = "frontend"
+
+urlpatterns = [
+    path(
+        "login/",
+        auth_views.LoginView.as_view(template_name="frontend/login.html", redirect_authenticated_user=True),
+        name="login",
+    ),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", views.dashboard, name="dashboard"),
+    path("jobs/", views.job_list, name="jobs"),
+    path("jobs/new/", views.job_submit, name="submit"),
+    path("jobs/<int:job_id>/", views.job_detail, name="job"),
+    path("teams/", views.team_index, name="teams"),
+    path("teams/<int:team_id>/", views.team_detail, name="team"),
+    path("images/", views.image_list, name="images"),
+    path("portal/summary", views.summary, name="summary"),
+    path("portal/yaml/parse", views.yaml_parse, name="yaml-parse"),
+    path("portal/yaml/dump", views.yaml_dump, name="yaml-dump"),
+    path("vendor/plotly.min.js", views.vendor_plotly, name="plotly"),
+]

@@ -1,0 +1,94 @@
+"""Run several policies over one trace and cluster: the library behind ``python -m scheduler simulate``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from scheduler.sim.cluster import ClusterSpec, load_cluster_spec
+from scheduler.sim.engine import SimConfig, SimResult, Simulator
+from scheduler.sim.metrics import summarise
+from scheduler.sim.perf import PerfModel, load_perf_model
+from scheduler.sim.policies import make_policy
+from scheduler.sim.trace import Trace, load_trace
+
+ProgressFactory = Callable[[str, int], Callable[[int], None]]
+
+# Published-number context for the JSON: how the field's Python simulators compare (issue 6).
+PUBLISHED_SIMULATOR_RATE = "published Python DL-cluster simulators replay 0.1-400 jobs/s"
+
+
+def run_policies(
+    trace: Trace,
+    spec: ClusterSpec,
+    perf: PerfModel,
+    policies: Sequence[str],
+    config: SimConfig,
+    limit: int | None = None,
+    progress: ProgressFactory | None = None,
+) -> tuple[dict[str, Any], dict[str, SimResult]]:
+    """Simulate each policy; returns the JSON-ready report and the raw results (for plots)."""
+    jobs = trace.jobs[:limit] if limit else trace.jobs
+    report: dict[str, Any] = {
+        "trace": trace.report.path,
+        "trace_load": {
+            "kind": trace.report.kind,
+            "rows": trace.report.rows,
+            "bad_rows": trace.report.bad_rows,
+            "bad_row_examples": trace.report.reasons,
+        },
+        "jobs": len(jobs),
+        "cluster": {"name": spec.name, "total_gpus": spec.total_gpus, "gavel_gpu_type": spec.gavel_gpu_type},
+        "config": {
+            "seed": config.seed,
+            "window": config.window,
+            "scan_limit": config.scan_limit,
+            "cycle_s": config.cycle_s,
+            "round_s": config.round_s,
+            "preempt_penalty_s": config.preempt_penalty_s,
+            "slowdown_tolerance": config.slowdown_tolerance,
+        },
+        "policies": {},
+    }
+    raw: dict[str, SimResult] = {}
+    for name in policies:
+        policy = make_policy(name)
+        callback = progress(name, len(jobs)) if progress else None
+        cpu0 = time.process_time()
+        result = Simulator(jobs, spec, policy, perf, config, callback).run()
+        cpu = time.process_time() - cpu0
+        summary = summarise(result)
+        summary["cpu_s"] = round(cpu, 3)
+        summary["jobs_per_cpu_s"] = round(len(jobs) / cpu, 1) if cpu > 0 else None
+        summary["description"] = policy.description
+        summary["profile"] = policy.profile.name
+        report["policies"][name] = summary
+        raw[name] = result
+    report["ratios_vs_k8s"] = _ratios(report["policies"])
+    report["published_context"] = PUBLISHED_SIMULATOR_RATE
+    return report, raw
+
+
+def _ratios(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    base = summaries.get("k8s")
+    if not base:
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for name, s in summaries.items():
+        out[name] = {
+            "avg_jct": s["avg_jct_s"] / base["avg_jct_s"] if base["avg_jct_s"] else float("nan"),
+            "useful_util": s["useful_util"] / base["useful_util"] if base["useful_util"] else float("nan"),
+            "useful_util_contended": (
+                s["useful_util_contended"] / base["useful_util_contended"] if base["useful_util_contended"] else float("nan")
+            ),
+        }
+    return out
+
+
+def load_inputs(trace_path: Path, cluster: str, data_dir: Path, seed: int) -> tuple[Trace, ClusterSpec, PerfModel]:
+    trace = load_trace(trace_path, seed=seed)
+    spec = load_cluster_spec(cluster, data_dir)
+    perf = load_perf_model(data_dir / "interference" / "gavel", spec.gavel_gpu_type)
+    return trace, spec, perf
