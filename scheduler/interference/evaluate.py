@@ -31,7 +31,7 @@ from scheduler.interference.predict import SetQuery, predict_sets
 
 
 def cross_validate(
-    records: Sequence[PairRecord], estimator: str, folds: int = 5, seed: int = 0
+    records: Sequence[PairRecord], estimator: str, folds: int = 5, seed: int = 0, extras: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Out-of-fold (y, y_conservative, p_feasible) for the ordered rows of ``records``."""
     groups = np.array([r.group for r in records])
@@ -42,7 +42,9 @@ def cross_validate(
     yq = y.copy()
     p = y.copy()
     for train, test in GroupKFold(n_splits=min(folds, n_groups)).split(groups, groups=groups):
-        model = InterferenceModel.fit([records[i] for i in train], estimator=estimator, seed=seed)
+        model = InterferenceModel.fit(
+            [records[i] for i in train], estimator=estimator, seed=seed, extras=extras
+        )
         py, pyq, pp = model.predict_records([records[i] for i in test])
         rows = np.stack([2 * test, 2 * test + 1], axis=1).ravel()
         y[rows], yq[rows], p[rows] = py, pyq, pp

@@ -81,7 +81,7 @@ class InterferenceModel:
     fingerprints: Fingerprints
     columns: np.ndarray  # bool mask over FEATURE_NAMES: columns seen (non-NaN) in training
     regressor: Any
-    quantile: Any
+    quantile: Any  # None when fitted without extras; then the regressor's value
     classifier: Any  # None when training saw one class only; then ``p_feasible_constant``
     p_feasible_constant: float = 1.0
     quantile_alpha: float = 0.1
@@ -108,7 +108,10 @@ class InterferenceModel:
         estimator: str = DEFAULT_ESTIMATOR,
         seed: int = 0,
         quantile_alpha: float = 0.1,
+        extras: bool = True,
     ) -> InterferenceModel:
+        """Fit on ``records``; ``extras=False`` skips the quantile model and the classifier (they then
+        fall back to the regressor and the training share of feasible pairs): for estimator comparisons."""
         if not records:
             raise ValueError("no training pairs")
         if estimator not in ESTIMATORS:
@@ -125,13 +128,19 @@ class InterferenceModel:
         if not ok.any():
             raise ValueError("no feasible training pairs")
         regressor = make_regressor(estimator, seed).fit(xa[ok], y[ok])
-        quantile = HistGradientBoostingRegressor(
-            loss="quantile", quantile=quantile_alpha, max_iter=300, learning_rate=0.05,
-            min_samples_leaf=10, random_state=seed,
-        ).fit(xa[ok], y[ok])
+        quantile = None
+        if extras:
+            quantile = HistGradientBoostingRegressor(
+                loss="quantile",
+                quantile=quantile_alpha,
+                max_iter=200,
+                learning_rate=0.05,
+                min_samples_leaf=10,
+                random_state=seed,
+            ).fit(xa[ok], y[ok])
         classifier = None
         p_const = float(ok.mean())
-        if 0 < ok.sum() < ok.size:
+        if extras and 0 < ok.sum() < ok.size:
             classifier = HistGradientBoostingClassifier(
                 max_iter=200, learning_rate=0.05, min_samples_leaf=10, random_state=seed
             ).fit(xa, ok.astype(int))
@@ -168,7 +177,7 @@ class InterferenceModel:
             return empty, empty, empty
         xa = x[:, self.columns]
         y = np.clip(self.regressor.predict(xa), Y_FLOOR, 1.0)
-        yq = np.minimum(np.clip(self.quantile.predict(xa), Y_FLOOR, 1.0), y)
+        yq = y if self.quantile is None else np.minimum(np.clip(self.quantile.predict(xa), Y_FLOOR, 1.0), y)
         if self.classifier is None:
             p = np.full(x.shape[0], self.p_feasible_constant)
         else:

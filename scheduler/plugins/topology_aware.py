@@ -175,7 +175,7 @@ class TopologyAware:
         if topo is None:
             return tuple(candidates[:needed])
         if not task.gpus:
-            return (self._shared_gpu(topo, node, candidates),)
+            return (self._shared_gpu(topo, node, candidates, self._held(node, self._job_tasks(state))),)
         planned = self._plan(state).get(task.task_id)
         if planned is not None and planned[0] == node.name and set(planned[1]) <= set(candidates):
             return planned[1]
@@ -190,14 +190,19 @@ class TopologyAware:
         )
         return None if choice is None else choice.gpus
 
-    def _shared_gpu(self, topo: Topology, node: Node, candidates: list[int]) -> int:
-        """A GPU for a fractional task: one already shared if any (no whole GPU consumed), else the
-        idle GPU whose loss keeps the best whole-GPU sets (``choose_set`` with size 1)."""
+    def _shared_gpu(self, topo: Topology, node: Node, candidates: list[int], held: tuple[int, ...]) -> int:
+        """A GPU for a fractional task. With GPUs of the same job on the node: the candidate giving
+        the job's ring the most bandwidth (a GPU it already holds needs no link). Otherwise one
+        already shared if any (no whole GPU consumed), else the idle GPU whose loss keeps the best
+        whole-GPU sets (``choose_set`` with size 1)."""
         shared = [i for i in candidates if not node.gpus[i].is_idle]
+        if topo.gpu_count > MAX_TABLE_GPUS:
+            return (shared or candidates)[0]
+        tables = tables_for(topo)
+        if held:
+            base = sum(1 << g for g in held)
+            return max(candidates, key=lambda c: (float(tables.ring[base | (1 << c)]), c in shared, -c))
         if shared:
             return shared[0]
-        if topo.gpu_count > MAX_TABLE_GPUS:
-            return candidates[0]
-        tables_for(topo)  # warm the per-topology tables once
         choice = choose_set(topo, candidates, 1)
         return choice.gpus[0] if choice is not None else candidates[0]

@@ -61,6 +61,7 @@ class SimConfig:
     seed: int = 0
     window: int = 64
     cycle_s: float = 10.0
+    max_calls_per_cycle: int = 8
     scan_limit: int = 4096
     round_s: float = 360.0
     preempt_penalty_s: float = 30.0
@@ -374,24 +375,41 @@ class Simulator:
 
     # ------------------------------------------------------------------ cycle
     def _cycle(self, now: float, only: list[_Job] | None) -> None:
-        fits = _FitCheck(self)
-        offer: list[_Job] = []
+        """One scheduling cycle, as a few ``schedule()`` calls over consecutive slices of the queue.
+
+        Each call gets the next waiting jobs (in queue order) that might fit, until their total GPU
+        demand reaches the free capacity (in GPU-equivalents) or ``window`` jobs; jobs it could not
+        place are skipped by the next call, which sees the cluster after the earlier placements.
+        Because ``schedule()`` places jobs one after another in the given order, the slices give the
+        decisions one call over the whole window would, without offering hundreds of jobs that
+        cannot all fit.
+        """
+        failed: set[int] = set()
         if only is not None:
-            for job in sorted(only, key=lambda j: j.key):
-                if len(offer) >= self.cfg.window:
+            candidates = sorted(only, key=lambda j: j.key)
+        for _ in range(self.cfg.max_calls_per_cycle):
+            fits = _FitCheck(self)
+            budget = float(self.free_milli.sum()) / GPU_MILLI
+            offer: list[_Job] = []
+            demand = 0.0
+            if only is not None:
+                source = (j for j in candidates if j.state == PENDING)
+            else:
+                source = (self.jobs[idx] for _, idx in self.queue[: self.cfg.scan_limit])
+            for job in source:
+                if len(offer) >= self.cfg.window or demand >= budget - EPS:
                     break
-                if fits(job):
-                    offer.append(job)
-        else:
-            jobs = self.jobs
-            for scanned, (_, idx) in enumerate(self.queue):
-                if scanned >= self.cfg.scan_limit or len(offer) >= self.cfg.window:
-                    break
-                job = jobs[idx]
-                if fits(job):
-                    offer.append(job)
-        if not offer:
-            return
+                if job.idx in failed or job.gpu_eq > budget - demand + EPS or not fits(job):
+                    continue
+                offer.append(job)
+                demand += job.gpu_eq
+            if not offer:
+                return
+            placed_any = self._offer(offer, now, failed)
+            if not placed_any and len(offer) < self.cfg.window and demand < budget - EPS:
+                return
+
+    def _offer(self, offer: list[_Job], now: float, failed: set[int]) -> bool:
         nodes, running = self._candidate_nodes(sum(len(j.request.tasks) for j in offer if j.request))
         snapshot = ClusterSnapshot(nodes=nodes, running=running, now=now)
         requests = []
@@ -405,10 +423,15 @@ class Simulator:
         by_job: dict[str, list[Placement]] = {}
         for p in decision.placements:
             by_job.setdefault(p.job_id, []).append(p)
+        placed_any = False
         for job in offer:
             placed = by_job.get(job.trace.job_id)
             if placed:
                 self._start(job, placed, now)
+                placed_any = True
+            else:
+                failed.add(job.idx)
+        return placed_any
 
     def _candidate_nodes(self, tasks: int) -> tuple[list[Node], list[Placement]]:
         """Nodes worth offering, in cluster order, and the placements running on them.

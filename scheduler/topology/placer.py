@@ -10,9 +10,10 @@ relative 1e-9 of the best, keep good sets free for later requests, in this order
    set: it does not split an NVLink pair when another GPU will do);
 2. ``pack(rest)``: the best packing of disjoint ideal sets of sizes {2, 4, 8, 16} into the rest,
    a k-set weighing k^2 (keeps an ideal quad whole rather than two ideal pairs apart);
-3. ``sum_k mass_k(rest) / mass_k(all)``: how many good k-sets remain, weighted by ``(R/R*_k)^4``
+3. PCIe/NUMA locality of the set (sum of pair closeness PIX 5 ... SYS 1; NVLink pairs by NUMA), as
+   go-gpuallocator's PCIe score does; it also decides on NVSwitch boards;
+4. ``sum_k mass_k(rest) / mass_k(all)``: how many good k-sets remain, weighted by ``(R/R*_k)^4``
    (prefers an already broken pair over a fresh one);
-4. PCIe/NUMA locality of the set (sum of pair closeness; decides on NVSwitch boards);
 5. lowest GPU indices.
 
 Nodes with more than 16 GPUs (no tables) use a greedy heuristic: start from the held GPUs or the
@@ -140,38 +141,15 @@ def choose_set(
             future += np.clip(tables.best[k][rest], 0.0, None) / tables.ideal[k]
             plenty += tables.mass[k][rest] / tables.mass[k][full]
         # np.lexsort: the last key is the primary one.
-        import os
-
-        if os.environ.get("TOPO_LOC") == "2":
-            order = np.lexsort(
-                (
-                    _reversed_bits(n)[cand[tied]],
-                    np.round(plenty, 9),
-                    np.round(packs, 9),
-                    tables.locality[union[tied]],
-                    np.round(future, 9),
-                )
+        order = np.lexsort(
+            (
+                _reversed_bits(n)[cand[tied]],
+                np.round(plenty, 9),
+                tables.locality[union[tied]],
+                np.round(packs, 9),
+                np.round(future, 9),
             )
-        elif os.environ.get("TOPO_LOC") == "1":
-            order = np.lexsort(
-                (
-                    _reversed_bits(n)[cand[tied]],
-                    np.round(plenty, 9),
-                    tables.locality[union[tied]],
-                    np.round(packs, 9),
-                    np.round(future, 9),
-                )
-            )
-        else:
-            order = np.lexsort(
-                (
-                    _reversed_bits(n)[cand[tied]],
-                    tables.locality[union[tied]],
-                    np.round(plenty, 9),
-                    np.round(packs, 9),
-                    np.round(future, 9),
-                )
-            )
+        )
         pick = int(tied[order[-1]])
     else:
         pick = int(tied[0])

@@ -81,7 +81,6 @@ def _bottleneck_cycles(weights: np.ndarray) -> np.ndarray:
 
 
 _PACK_BUDGET = 4000
-_WEIGHTED_BUDGET = 400
 
 
 def _packing(
@@ -96,16 +95,10 @@ def _packing(
     """
     size = ring.size
     masks = np.arange(size, dtype=np.int64)
-    import os
-
     good = [(int(k), np.flatnonzero((counts == k) & (ring >= ideal[k] * (1 - 1e-9)))) for k in sizes]
     total = sum(g.size for _, g in good)
     top = int(counts.max())
-    every = sum(int((counts == k).sum()) for k in sizes)
-    if os.environ.get("TOPO_WEIGHTED") == "1" and total < every <= _WEIGHTED_BUDGET:
-        good = [(int(k), np.flatnonzero(counts == k)) for k in sizes]
-        total = -1
-    if total > _PACK_BUDGET or total == every:
+    if total > _PACK_BUDGET or total == sum(int((counts == k).sum()) for k in sizes):
         by_count = np.zeros(top + 1)
         for c in range(1, top + 1):
             by_count[c] = max([k * k + by_count[c - k] for k in sizes if k <= c] + [by_count[c - 1]])
@@ -121,8 +114,7 @@ def _packing(
             for sub in subs:
                 inside = (layer & sub) == sub
                 if inside.any():
-                    w = k * k * min(1.0, float(ring[sub]) / ideal[k]) ** 4
-                    acc = np.where(inside, np.maximum(acc, w + pack[layer ^ sub]), acc)
+                    acc = np.where(inside, np.maximum(acc, k * k + pack[layer ^ sub]), acc)
         pack[layer] = acc
     return pack
 

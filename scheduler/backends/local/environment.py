@@ -73,7 +73,9 @@ def gpu_environment(placement: Placement, uuids: Mapping[int, str], *, container
         return {"CUDA_VISIBLE_DEVICES": "", "NVIDIA_VISIBLE_DEVICES": "void"}
     env = {
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-        "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(len(indices))) if container else ",".join(indices),
+        "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(len(indices)))
+        if container
+        else ",".join(indices),
         "NVIDIA_VISIBLE_DEVICES": ",".join(indices),
         "GPU_PLATFORM_GPU_INDICES": ",".join(indices),
         "GPU_PLATFORM_GPU_UUIDS": ",".join(uuids.get(i, "") for i in placement.gpu_indices),

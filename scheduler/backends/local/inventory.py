@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -64,7 +65,9 @@ def memory_mib(meminfo: str | os.PathLike[str] = "/proc/meminfo") -> int:
 
 
 def virtual_gpus(count: int, model: str, memory: int) -> GpuInventory:
-    gpus = [Gpu(index=i, model=model, memory_mib=memory, uuid=f"{VIRTUAL_UUID_PREFIX}{i}") for i in range(count)]
+    gpus = [
+        Gpu(index=i, model=model, memory_mib=memory, uuid=f"{VIRTUAL_UUID_PREFIX}{i}") for i in range(count)
+    ]
     return GpuInventory(gpus=gpus, virtual=True)
 
 
@@ -95,10 +98,8 @@ def nvml_gpus(nvml: Any) -> GpuInventory:
             topology=topology,
         )
     finally:
-        try:
+        with contextlib.suppress(Exception):  # shutting down is best effort
             nvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001  (shutting down is best effort)
-            pass
 
 
 def _import_pynvml() -> Any:

@@ -153,6 +153,13 @@ class Runner:
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         self.stop_requested = True
 
+    def should_stop(self) -> bool:
+        """SIGTERM from the backend, or its ``deleted.json`` (which also covers a delete that came
+        before this runner had published its pid)."""
+        if not self.stop_requested and (self.dir / DELETED_FILE).exists():
+            self.stop_requested = True
+        return self.stop_requested
+
     def note(self, text: str) -> None:
         """A line of the platform's own in the task's log, so the user sees why it ended."""
         with open(self.dir / LOG_FILE, "a") as fh:
@@ -170,7 +177,10 @@ class Runner:
             self.dir / RUNNER_FILE,
             {"pid": os.getpid(), "identity": process_identity(os.getpid()), "at": time.time()},
         )
-        if self.task.get("mode") == "container":
+        if self.should_stop():  # deleted before it even started
+            self.killed_by = "stop"
+            self.finish(exit_code=None, signal=None, never_started=True)
+        elif self.task.get("mode") == "container":
             ContainerRun(self).run()
         else:
             self.run_process()
@@ -195,7 +205,9 @@ class Runner:
                 )
             except FileNotFoundError:
                 self.note(f"command not found: {argv[0]}")
-                self.finish(exit_code=EXIT_NOT_FOUND, signal=None, launch_error=f"command not found: {argv[0]}")
+                self.finish(
+                    exit_code=EXIT_NOT_FOUND, signal=None, launch_error=f"command not found: {argv[0]}"
+                )
                 return
             except PermissionError:
                 self.note(f"command is not executable: {argv[0]}")
@@ -220,7 +232,7 @@ class Runner:
         )
         deadline = started + self.max_runtime_s if self.max_runtime_s else None
         while child.poll() is None:
-            if self.stop_requested and not self.killed_by:
+            if self.should_stop() and not self.killed_by:
                 self.killed_by = "stop"
                 self.note("stopping: the job was cancelled")
                 self._terminate(child)
@@ -269,9 +281,11 @@ class ContainerRun:
             r.finish(exit_code=None, signal=None, platform_error=f"docker package missing: {exc}")
             return
         try:
-            client = docker.DockerClient(base_url=self.spec["docker_host"]) if self.spec.get(
-                "docker_host"
-            ) else docker.from_env()
+            client = (
+                docker.DockerClient(base_url=self.spec["docker_host"])
+                if self.spec.get("docker_host")
+                else docker.from_env()
+            )
             image = self.spec["image"]
             try:
                 client.images.get(image)
@@ -300,7 +314,9 @@ class ContainerRun:
                 name=self.spec["name"],
                 detach=True,
                 environment={str(k): str(v) for k, v in r.task["env"].items()},
-                device_requests=[DeviceRequest(device_ids=gpu_ids, capabilities=[["gpu"]])] if gpu_ids else [],
+                device_requests=[DeviceRequest(device_ids=gpu_ids, capabilities=[["gpu"]])]
+                if gpu_ids
+                else [],
                 labels={str(k): str(v) for k, v in self.spec.get("labels", {}).items()},
                 volumes={str(workdir): {"bind": "/workspace", "mode": "rw"}},
                 working_dir="/workspace",
@@ -324,7 +340,7 @@ class ContainerRun:
             state = container.attrs.get("State", {})
             if state.get("Status") in ("exited", "dead"):
                 break
-            if r.stop_requested and not r.killed_by:
+            if r.should_stop() and not r.killed_by:
                 r.killed_by = "stop"
                 container.stop(timeout=int(r.grace_s))
             elif deadline is not None and time.time() >= deadline and not r.killed_by:
@@ -344,10 +360,10 @@ class ContainerRun:
         )
 
     def _copy_logs(self, container: Any) -> None:
-        with open(self.r.dir / LOG_FILE, "ab", buffering=0) as log:
-            with contextlib.suppress(Exception):  # the engine going away ends the copy, not the task
-                for chunk in container.logs(stream=True, follow=True):
-                    log.write(chunk)
+        # The engine going away ends the copy, not the task.
+        with open(self.r.dir / LOG_FILE, "ab", buffering=0) as log, contextlib.suppress(Exception):
+            for chunk in container.logs(stream=True, follow=True):
+                log.write(chunk)
 
 
 # ----------------------------------------------------------------------------- entry point
@@ -385,8 +401,13 @@ def main(argv: list[str]) -> int:
             with contextlib.suppress(Exception):
                 write_json(
                     task_dir / EXIT_FILE,
-                    {"exit_code": None, "signal": None, "platform_error": f"runner crashed: {exc!r}",
-                     "finished_at": time.time(), "killed_by": ""},
+                    {
+                        "exit_code": None,
+                        "signal": None,
+                        "platform_error": f"runner crashed: {exc!r}",
+                        "finished_at": time.time(),
+                        "killed_by": "",
+                    },
                 )
         return 1
     return 0

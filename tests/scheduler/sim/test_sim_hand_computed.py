@@ -46,13 +46,17 @@ def test_a_job_too_big_to_share_takes_a_whole_gpu() -> None:
     assert sorted(result.finish) == pytest.approx([100.0, 200.0])
 
 
-def test_a_two_gpu_job_across_a_slow_link_runs_at_the_comm_model_rate() -> None:
-    spec = cluster(gpus=2, links={(0, 1): "SYS"})
-    jobs = [TraceJob("a", 0.0, 100.0, 2, family="LM")]
+def test_a_two_gpu_job_on_a_slower_link_than_the_best_pair_runs_at_the_comm_model_rate() -> None:
+    # GPUs 0-1 are NVLinked, 2 hangs off the other socket. "a" holds GPU 0, so first fit gives "b"
+    # GPUs 1 and 2 (SYS) while its trace duration is for the best pair (NV, no slowdown).
+    spec = cluster(gpus=3, links={(0, 1): "NV", (0, 2): "SYS", (1, 2): "SYS"})
+    jobs = [TraceJob("a", 0.0, 1000.0, 1, family="LM"), TraceJob("b", 0.0, 100.0, 2, family="LM")]
     result = run(jobs, spec, policy("fifo"), two_type_perf(0.5, 0.8))
     rate = comm_rate(0.30, "SYS")  # LM: c = 0.3, step = 0.7 + 0.3 * 24 / 10 = 1.42
     assert rate == pytest.approx(1 / 1.42)
-    assert result.finish[0] == pytest.approx(100.0 / rate)
+    assert comm_rate(0.30, "NV") == 1.0
+    assert result.finish[1] == pytest.approx(100.0 / rate)
+    assert result.finish[0] == pytest.approx(1000.0)
 
 
 def test_las_preempts_a_long_running_job_for_a_new_one_and_charges_the_restart() -> None:

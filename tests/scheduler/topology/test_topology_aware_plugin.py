@@ -149,3 +149,22 @@ def test_running_jobs_group_by_job_for_uplink_penalties() -> None:
     ]
     decision = schedule(ClusterSnapshot(nodes=[node], running=running), [_job("j", 1, 2)], PROFILE)
     assert decision.placements[0].gpu_indices == (4, 6)
+
+
+@needs_data
+def test_fractional_tasks_of_one_job_share_a_gpu_or_an_nvlink_pair() -> None:
+    topo = load("a100_pcie_8x_nv12_bridge_pairs")
+    node = _node("a", topo)
+    for g in (0, 2, 4, 6):  # every pair half-used by other tenants
+        node.gpus[g].used_milli = 400
+        node.gpus[g].used_memory_mib = 1000
+        node.gpus[g].tenants.append(f"x{g}")
+    job = JobRequest(
+        job_id="f",
+        tasks=[TaskRequest(task_id=f"f-{k}", gpu_milli=600, gpu_memory_mib=1000) for k in range(3)],
+    )
+    decision = schedule(ClusterSnapshot(nodes=[node]), [job], PROFILE)
+    gpus = sorted(p.gpu_indices[0] for p in decision.placements_for("f"))
+    # f-0 shares GPU 0; f-1 joins over its NV12 link on GPU 1; f-2 fits neither, so it takes the
+    # same-socket GPU that is already shared (2) rather than opening GPU 3 or crossing the socket.
+    assert gpus == [0, 1, 2]

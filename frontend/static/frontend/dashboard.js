@@ -1,0 +1,260 @@
+/* Cluster dashboard: GPU map and headline numbers from GET /api/v1/cluster/, the queue from
+ * GET /api/v1/jobs/?status=QUEUED, cluster-wide job counts from GET /portal/summary, and a chart of
+ * samples this browser took (kept in sessionStorage so it survives moving between pages). */
+(function () {
+  "use strict";
+  const P = window.Portal;
+  const el = P.el;
+  const INTERVAL_MS = 3000;
+  const HISTORY_KEY = "portal-dashboard-history";
+  const HISTORY_MAX = 1200;
+  const SVG = "http://www.w3.org/2000/svg";
+
+  let lastClusterJson = "";
+
+  /* Share of the free GPU capacity that sits on GPUs already partly in use: a job asking for a whole
+   * GPU cannot use it. 0% = every free milli-GPU is on an idle GPU. */
+  function fragmentation(cluster) {
+    let free = 0;
+    let stranded = 0;
+    for (const node of cluster.nodes) {
+      for (const gpu of node.gpus) {
+        const f = Math.max(0, 1000 - gpu.used_milli);
+        free += f;
+        if (gpu.used_milli > 0 && f > 0) stranded += f;
+      }
+    }
+    return free ? stranded / free : 0;
+  }
+
+  function allocationKey(a) {
+    return a.job_id !== null && a.job_id !== undefined ? "job " + a.job_id : "team " + (a.team || "unknown");
+  }
+
+  function allocationText(a) {
+    const who = a.job_id !== null && a.job_id !== undefined ? "job " + a.job_id + (a.team ? " (" + a.team + ")" : "") : "a job of team " + (a.team || "unknown");
+    const mem = a.gpu_memory_mib ? ", " + a.gpu_memory_mib + " MiB" : "";
+    return who + ": " + a.gpu_milli + " milli-GPU" + mem;
+  }
+
+  /* NVLink peers of each GPU, from the printed link matrix ("NV2" = 2 links). */
+  function nvlinks(topology) {
+    const links = (topology && topology.links) || [];
+    const edges = [];
+    for (let i = 0; i < links.length; i++) {
+      for (let j = i + 1; j < links[i].length; j++) {
+        const cell = String(links[i][j] || "");
+        if (cell.startsWith("NV")) edges.push([i, j, parseInt(cell.slice(2), 10) || 1]);
+      }
+    }
+    return edges;
+  }
+
+  /* Connected components of the NVLink graph: GPUs that can talk over NVLink (directly or not). */
+  function nvlinkGroups(count, edges) {
+    const parent = Array.from({ length: count }, function (_, i) { return i; });
+    function find(x) { while (parent[x] !== x) { parent[x] = parent[parent[x]]; x = parent[x]; } return x; }
+    for (const e of edges) parent[find(e[0])] = find(e[1]);
+    const groups = {};
+    for (let i = 0; i < count; i++) (groups[find(i)] = groups[find(i)] || []).push(i);
+    return Object.values(groups).filter(function (g) { return g.length > 1; });
+  }
+
+  function topologyFigure(node) {
+    const count = node.gpus.length;
+    const edges = nvlinks(node.topology);
+    const wrap = el("figure", { class: "topo" });
+    if (!count) return wrap;
+    const size = 92;
+    const r = count > 2 ? 32 : 0;
+    const pos = node.gpus.map(function (_, i) {
+      if (count <= 2) return [count === 1 ? size / 2 : 26 + i * 40, size / 2 - 20];
+      const angle = -Math.PI / 2 + (2 * Math.PI * i) / count;
+      return [size / 2 + r * Math.cos(angle), size / 2 + r * Math.sin(angle)];
+    });
+    const height = count <= 2 ? 52 : size;
+    const svg = document.createElementNS(SVG, "svg");
+    svg.setAttribute("viewBox", "0 0 " + size + " " + height);
+    svg.setAttribute("aria-hidden", "true");
+    svg.setAttribute("focusable", "false");
+    for (const e of edges) {
+      const line = document.createElementNS(SVG, "line");
+      line.setAttribute("x1", pos[e[0]][0]); line.setAttribute("y1", pos[e[0]][1]);
+      line.setAttribute("x2", pos[e[1]][0]); line.setAttribute("y2", pos[e[1]][1]);
+      line.setAttribute("stroke", "#2f7d32");
+      line.setAttribute("stroke-width", String(0.8 + e[2] * 0.9));
+      line.setAttribute("class", "nvlink");
+      svg.appendChild(line);
+    }
+    node.gpus.forEach(function (gpu, i) {
+      const g = document.createElementNS(SVG, "g");
+      const c = document.createElementNS(SVG, "circle");
+      c.setAttribute("cx", pos[i][0]); c.setAttribute("cy", pos[i][1]); c.setAttribute("r", "8");
+      c.setAttribute("fill", gpu.used_milli >= 1000 ? "#14233a" : gpu.used_milli > 0 ? "#5b7fb5" : "#ffffff");
+      c.setAttribute("stroke", "#14233a");
+      const t = document.createElementNS(SVG, "text");
+      t.setAttribute("x", pos[i][0]); t.setAttribute("y", pos[i][1] + 3.5);
+      t.setAttribute("text-anchor", "middle"); t.setAttribute("font-size", "9");
+      t.setAttribute("fill", gpu.used_milli > 0 ? "#ffffff" : "#14233a");
+      t.textContent = String(gpu.index);
+      g.appendChild(c); g.appendChild(t); svg.appendChild(g);
+    });
+    wrap.appendChild(svg);
+    const groups = nvlinkGroups(count, edges);
+    let note;
+    if (!node.topology) note = "topology unknown";
+    else if (!edges.length) {
+      const cell = node.topology.links && node.topology.links[0] && node.topology.links[0][1];
+      note = "no NVLink" + (cell ? " (PCIe " + cell + ")" : "");
+    } else note = "NVLink groups: " + groups.map(function (g) { return "{" + g.join(",") + "}"; }).join(" ");
+    wrap.appendChild(el("figcaption", { class: "topo-note", text: note }));
+    return wrap;
+  }
+
+  function gpuItem(node, gpu, links) {
+    const segs = el("div", { class: "gpu-bar" });
+    const texts = [];
+    for (const a of gpu.allocations) {
+      const key = allocationKey(a);
+      texts.push(allocationText(a));
+      segs.appendChild(el("span", {
+        class: "seg",
+        title: allocationText(a),
+        "data-job-id": a.job_id === null || a.job_id === undefined ? "" : a.job_id,
+        "data-team": a.team || "",
+        "data-milli": a.gpu_milli,
+        style: { width: Math.min(100, a.gpu_milli / 10) + "%", background: P.colorFor(key) },
+      }));
+    }
+    const memPct = gpu.memory_mib ? Math.min(100, (100 * gpu.used_memory_mib) / gpu.memory_mib) : 0;
+    const hasUtil = typeof gpu.utilization_pct === "number";
+    const peers = links.filter(function (e) { return e[0] === gpu.index || e[1] === gpu.index; })
+      .map(function (e) { return "GPU " + (e[0] === gpu.index ? e[1] : e[0]) + " ×" + e[2]; });
+    const label = "GPU " + gpu.index + " of " + node.name + ": " + gpu.used_milli + " of 1000 milli-GPU allocated, " +
+      gpu.used_memory_mib + " of " + gpu.memory_mib + " MiB memory" + (hasUtil ? ", utilisation " + gpu.utilization_pct + "%" : "") +
+      (texts.length ? "; " + texts.join("; ") : "; free") + (peers.length ? "; NVLink to " + peers.join(", ") : "");
+    return el("li", {
+      class: "gpu", tabindex: "0", "aria-label": label, title: label,
+      "data-node": node.name, "data-gpu": gpu.index, "data-used-milli": gpu.used_milli,
+    }, [
+      el("span", { class: "gpu-label", text: "GPU " + gpu.index }),
+      el("div", { class: "gpu-bars" }, [segs, el("div", { class: "mem-bar" }, [el("span", { style: { width: memPct + "%" } })])]),
+      el("span", { class: "gpu-pct", text: hasUtil ? gpu.utilization_pct + "% util" : Math.round(gpu.used_milli / 10) + "%" }),
+    ]);
+  }
+
+  function nodeCard(node) {
+    const links = nvlinks(node.topology);
+    const cpu = Math.round(node.used_cpu_milli / 1000) + "/" + Math.round(node.cpu_milli / 1000) + " CPU";
+    const mem = Math.round(node.used_memory_mib / 1024) + "/" + Math.round(node.memory_mib / 1024) + " GiB";
+    const meta = [node.gpu_model || "no GPU", node.gpus.length + " GPU" + (node.gpus.length === 1 ? "" : "s"), cpu, mem];
+    if (node.driver_version) meta.push("driver " + node.driver_version);
+    if (!node.schedulable) meta.push("not schedulable");
+    return el("article", { class: "node" + (node.schedulable ? "" : " unschedulable"), id: "node-" + node.name, "data-node": node.name, "aria-label": "Node " + node.name }, [
+      el("h3", { text: node.name + (node.virtual ? " (simulated)" : "") }),
+      el("p", { class: "node-meta", text: meta.join(" · ") }),
+      el("div", { class: "node-body" }, [
+        el("ul", { class: "gpus", "aria-label": "GPUs of " + node.name }, node.gpus.map(function (g) { return gpuItem(node, g, links); })),
+        topologyFigure(node),
+      ]),
+    ]);
+  }
+
+  function renderMap(cluster) {
+    const map = document.getElementById("gpu-map");
+    map.replaceChildren.apply(map, cluster.nodes.map(nodeCard));
+    map.setAttribute("aria-busy", "false");
+    const keys = {};
+    for (const node of cluster.nodes) for (const gpu of node.gpus) for (const a of gpu.allocations) keys[allocationKey(a)] = true;
+    const legend = document.getElementById("map-legend");
+    const items = Object.keys(keys).sort().map(function (k) {
+      return el("span", {}, [el("i", { class: "swatch", style: { background: P.colorFor(k) } }), k]);
+    });
+    items.push(el("span", {}, [el("i", { class: "swatch", style: { background: "#e6eaf0" } }), "free"]));
+    legend.replaceChildren.apply(legend, items);
+  }
+
+  function renderStats(cluster, counts) {
+    const t = cluster.totals;
+    document.getElementById("stat-allocated").textContent = P.gpus(t.used_gpu_milli) + " / " + t.gpus;
+    document.getElementById("stat-allocated-detail").textContent =
+      (t.gpu_milli ? Math.round((100 * t.used_gpu_milli) / t.gpu_milli) : 0) + "% of the cluster's GPU capacity";
+    document.getElementById("stat-fragmentation").textContent = Math.round(100 * fragmentation(cluster)) + "%";
+    document.getElementById("stat-tasks").textContent = cluster.running_tasks + " task(s) on " + cluster.backend;
+    if (counts) {
+      document.getElementById("stat-running").textContent = counts.running;
+      document.getElementById("stat-waiting").textContent = counts.waiting;
+    }
+  }
+
+  function renderQueue(jobs, counts) {
+    const body = document.querySelector("#queue-table tbody");
+    jobs.sort(function (a, b) { return (a.queue_position || 1e9) - (b.queue_position || 1e9); });
+    const rows = jobs.map(function (job) {
+      return el("tr", { "data-job-id": job.id }, [
+        el("td", { text: job.queue_position ? "#" + job.queue_position : "–" }),
+        el("td", {}, [el("a", { href: "/jobs/" + job.id + "/", text: job.id + " " + (job.name || "") })]),
+        el("td", { text: job.team_slug }),
+        el("td", { text: P.asks(job) + (job.replicas > 1 ? " ×" + job.replicas : "") }),
+        el("td", { class: "reason", text: job.pending_reason || "waiting for the next scheduling cycle" }),
+      ]);
+    });
+    if (!rows.length) rows.push(el("tr", {}, [el("td", { colspan: "5", text: "None of your teams' jobs is waiting." })]));
+    body.replaceChildren.apply(body, rows);
+    const hidden = counts ? Math.max(0, counts.waiting - jobs.length) : 0;
+    document.getElementById("queue-note").textContent = "Your teams' waiting jobs, in queue order" +
+      (hidden ? "; " + hidden + " more belong to other teams." : ".");
+  }
+
+  function loadHistory() {
+    try { return JSON.parse(sessionStorage.getItem(HISTORY_KEY) || "[]"); } catch (err) { return []; }
+  }
+
+  function renderChart(history) {
+    const target = document.getElementById("history-chart");
+    if (!window.Plotly || !target) return;
+    const x = history.map(function (h) { return new Date(h.t); });
+    const trace = function (name, key, color) {
+      return { x: x, y: history.map(function (h) { return h[key]; }), name: name, mode: "lines", line: { color: color, width: 2, shape: "hv" } };
+    };
+    window.Plotly.react(target, [
+      trace("GPUs allocated", "allocated", "#1f5fbf"),
+      trace("Jobs running", "running", "#15803d"),
+      trace("Jobs waiting", "waiting", "#c2410c"),
+    ], {
+      margin: { l: 40, r: 10, t: 10, b: 40 }, height: 280,
+      legend: { orientation: "h", y: -0.25 }, yaxis: { rangemode: "tozero" },
+      paper_bgcolor: "#ffffff", plot_bgcolor: "#ffffff", font: { family: "system-ui, sans-serif", color: "#1b2430" },
+    }, { displayModeBar: false, responsive: true });
+  }
+
+  async function refresh() {
+    const [cluster, summary, queue] = await Promise.all([
+      P.api("/api/v1/cluster/"),
+      P.api("/portal/summary"),
+      P.api("/api/v1/jobs/?status=QUEUED&page_size=100&ordering=-priority"),
+    ]);
+    const note = document.getElementById("refresh-note");
+    if (!cluster.ok) {
+      note.textContent = (cluster.data && cluster.data.message) || "The cluster view is unavailable.";
+      return true;
+    }
+    const counts = summary.ok ? summary.data : null;
+    const json = JSON.stringify(cluster.data);
+    if (json !== lastClusterJson) {
+      lastClusterJson = json;
+      renderMap(cluster.data);
+    }
+    renderStats(cluster.data, counts);
+    if (queue.ok) renderQueue(queue.data.results, counts);
+    const history = loadHistory();
+    history.push({ t: Date.now(), allocated: cluster.data.totals.used_gpu_milli / 1000, running: counts ? counts.running : null, waiting: counts ? counts.waiting : null });
+    while (history.length > HISTORY_MAX) history.shift();
+    try { sessionStorage.setItem(HISTORY_KEY, JSON.stringify(history)); } catch (err) { /* storage full: keep drawing */ }
+    renderChart(history);
+    note.textContent = "Updated " + new Date().toLocaleTimeString() + "; refreshes every " + INTERVAL_MS / 1000 + " s.";
+    return true;
+  }
+
+  P.poll(refresh, INTERVAL_MS);
+})();

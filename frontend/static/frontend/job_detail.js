@@ -1,0 +1,180 @@
+/* Job detail: the job, its events and logs from /api/v1/jobs/{id}/..., polled until the job ends;
+ * link classes between a task's GPUs from the node topology in GET /api/v1/cluster/; cancel and clone. */
+(function () {
+  "use strict";
+  const P = window.Portal;
+  const el = P.el;
+  const root = document.getElementById("job-root");
+  const jobId = root.dataset.jobId;
+  const base = "/api/v1/jobs/" + jobId + "/";
+  const TERMINAL = ["SUCCEEDED", "FAILED", "STOPPED"];
+  const $ = function (id) { return document.getElementById(id); };
+  let topologies = {};
+  let placedKey = "";
+  let lastLog = "";
+
+  function say(text, kind) {
+    const box = $("action-message");
+    box.className = "alert" + (kind ? " " + kind : "");
+    box.textContent = text;
+    box.hidden = !text;
+  }
+
+  function renderJob(job) {
+    const badge = $("job-status");
+    if (badge.textContent !== job.status) {
+      badge.textContent = job.status;
+      badge.className = "badge badge-" + job.status.toLowerCase();
+    }
+    $("job-name").textContent = job.name || "(unnamed)";
+    $("job-command").textContent = [].concat(job.command, job.args || []).join(" ");
+    $("job-asks").textContent = P.asks(job) + ", " + job.cpu_milli / 1000 + " CPU, " + job.memory_mib + " MiB memory" +
+      (job.max_runtime_seconds ? ", at most " + job.max_runtime_seconds + " s" : "");
+    $("job-queue").textContent = job.status === "QUEUED"
+      ? (job.queue_position ? "#" + job.queue_position + " in the queue. " : "") + (job.pending_reason || "Waiting for the next scheduling cycle.")
+      : job.pending_reason || "–";
+    $("job-failure").textContent = job.failure_category ? job.failure_category + ": " + job.failure_message : "–";
+    $("job-created").replaceChildren(P.timeEl(job.created_at));
+    $("job-started").replaceChildren(P.timeEl(job.started_at));
+    $("job-finished").replaceChildren(P.timeEl(job.finished_at));
+    const cancel = $("cancel-button");
+    if (cancel) cancel.hidden = TERMINAL.includes(job.status) || job.status === "STOPPING";
+  }
+
+  function linksBetween(task) {
+    const topo = topologies[task.node];
+    const idx = task.gpu_indices || [];
+    if (idx.length < 2) return idx.length ? "one GPU" : "–";
+    if (!topo || !topo.links) return "unknown";
+    const pairs = [];
+    for (let a = 0; a < idx.length; a++) {
+      for (let b = a + 1; b < idx.length; b++) {
+        const row = topo.links[idx[a]];
+        pairs.push("GPU" + idx[a] + "–GPU" + idx[b] + " " + (row ? row[idx[b]] : "?"));
+      }
+    }
+    return pairs.join(", ");
+  }
+
+  function renderTasks(job) {
+    const body = document.querySelector("#placement-table tbody");
+    const tasks = job.tasks || [];
+    const rows = tasks.map(function (task) {
+      const share = task.gpu_milli && task.gpu_milli < 1000
+        ? task.gpu_milli + " milli-GPU" + (task.gpu_memory_mib ? ", " + task.gpu_memory_mib + " MiB" : "")
+        : (task.gpu_indices || []).length ? "whole GPU" + ((task.gpu_indices || []).length > 1 ? "s" : "") : "–";
+      const slowdown = typeof task.predicted_slowdown === "number" ? "×" + task.predicted_slowdown.toFixed(2) : "not predicted";
+      return el("tr", { "data-task": task.name, "data-node": task.node, "data-gpus": (task.gpu_indices || []).join(",") }, [
+        el("td", { text: task.name }),
+        el("td", {}, [P.badge(task.phase)]),
+        el("td", {}, task.node ? [el("a", { href: "/#node-" + task.node, text: task.node })] : ["–"]),
+        el("td", { text: (task.gpu_indices || []).join(", ") || "–" }),
+        el("td", { text: share }),
+        el("td", { text: linksBetween(task) }),
+        el("td", { class: "slowdown", text: slowdown }),
+        el("td", { class: "reason", text: task.placement_reason || task.message || "" }),
+      ]);
+    });
+    body.replaceChildren.apply(body, rows);
+    $("placement-note").textContent = tasks.length
+      ? tasks.length + " task(s). Predicted slowdown is the scheduler's estimate of how much slower the task runs next to the jobs sharing its GPUs."
+      : "Not placed yet.";
+    const select = $("log-task");
+    if (select.options.length !== tasks.length + 1) {
+      const keep = select.value;
+      select.replaceChildren.apply(select, [el("option", { value: "", text: "All tasks" })].concat(
+        tasks.map(function (t) { return el("option", { value: t.index, text: t.name }); })));
+      select.value = keep;
+    }
+  }
+
+  function renderEvents(events) {
+    const list = $("job-timeline");
+    if (list.children.length === events.length) return;
+    list.replaceChildren.apply(list, events.map(function (ev) {
+      return el("li", { "data-to": ev.to_status }, [
+        P.timeEl(ev.created_at),
+        el("strong", { text: (ev.from_status ? ev.from_status + " → " : "") + ev.to_status }),
+        " by " + ev.actor,
+        ev.reason ? el("div", { class: "muted small", text: ev.reason }) : null,
+      ]);
+    }));
+  }
+
+  async function loadTopology(job) {
+    const key = (job.tasks || []).map(function (t) { return t.node; }).join(",");
+    if (!key || key === placedKey) return;
+    placedKey = key;
+    const answer = await P.api("/api/v1/cluster/");
+    if (!answer.ok) return;
+    topologies = {};
+    for (const node of answer.data.nodes) topologies[node.name] = node.topology;
+  }
+
+  async function loadLogs() {
+    const task = $("log-task").value;
+    const answer = await P.api(base + "logs/" + (task !== "" ? "?task=" + encodeURIComponent(task) : ""));
+    const pre = $("job-logs");
+    if (!answer.ok) { $("logs-note").textContent = (answer.data && answer.data.message) || "Logs are unavailable right now."; return; }
+    const text = answer.data.tasks.map(function (t) {
+      return (answer.data.tasks.length > 1 ? "== " + t.task + " (" + t.phase + ") ==\n" : "") + t.log;
+    }).join("\n") || "No output yet.";
+    if (text !== lastLog) {
+      const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 8;
+      pre.textContent = text;
+      lastLog = text;
+      if (atBottom) pre.scrollTop = pre.scrollHeight;
+    }
+  }
+
+  async function refresh() {
+    const [jobAnswer, eventsAnswer] = await Promise.all([P.api(base), P.api(base + "events/")]);
+    if (!jobAnswer.ok) { say((jobAnswer.data && jobAnswer.data.message) || "The job cannot be loaded.", "error"); return true; }
+    const job = jobAnswer.data;
+    await loadTopology(job);
+    renderJob(job);
+    renderTasks(job);
+    if (eventsAnswer.ok) renderEvents(eventsAnswer.data);
+    await loadLogs();
+    const done = TERMINAL.includes(job.status);
+    if (done) $("logs-note").textContent = "The job has ended; this is its final output.";
+    return !done;  // a finished job no longer changes: stop polling
+  }
+
+  const poller = P.poll(refresh, 2500);
+  $("log-task").addEventListener("change", loadLogs);
+
+  const cancel = $("cancel-button");
+  if (cancel) {
+    // An inline confirmation instead of window.confirm(): keyboard and screen-reader friendly.
+    cancel.addEventListener("click", function () {
+      if (document.getElementById("cancel-confirm")) return;
+      const yes = el("button", { type: "button", class: "button danger", id: "cancel-confirm", text: "Yes, cancel it" });
+      const no = el("button", { type: "button", class: "button secondary", text: "Keep it" });
+      const box = el("div", { class: "alert actions", role: "alertdialog", "aria-label": "Confirm cancel" },
+        [el("span", { text: "Cancel job " + jobId + "? Its tasks are stopped." }), yes, no]);
+      cancel.after(box);
+      yes.focus();
+      no.addEventListener("click", function () { box.remove(); cancel.focus(); });
+      yes.addEventListener("click", async function () {
+        yes.disabled = true;
+        const answer = await P.api(base + "cancel/", { method: "POST" });
+        box.remove();
+        if (answer.ok) { say("Cancel requested: the job is " + answer.data.status + ".", "ok"); renderJob(answer.data); }
+        else say((answer.data && answer.data.message) || "The job could not be cancelled.", "error");
+        poller.now();
+      });
+    });
+  }
+
+  const clone = $("clone-button");
+  if (clone) {
+    clone.addEventListener("click", async function () {
+      clone.disabled = true;
+      const answer = await P.api(base + "clone/", { method: "POST" });
+      if (answer.ok) { window.location.assign("/jobs/" + answer.data.id + "/"); return; }
+      clone.disabled = false;
+      say((answer.data && answer.data.message) || "The job could not be cloned.", "error");
+    });
+  }
+})();

@@ -1,0 +1,652 @@
+"""The local backend: the machine the platform runs on is the cluster's one node.
+
+Every task runs for real, as a subprocess (or a Docker container, see ``containers``) supervised by
+its own runner daemon (``runner.py``). Nothing lives in this object: the state of every task is a
+folder of files under ``work_dir``, so the web process, the Celery worker that binds and beat all
+see the same tasks, and a restarted platform finds its running tasks again (their runners kept
+running) and reports the ones whose runner vanished without an exit record as FAILED (PLATFORM)::
+
+    <work_dir>/.lock                       serialises bind and delete (fcntl)
+    <work_dir>/jobs/<job>/job.json         the job's MASTER_PORT, shared by all its ranks
+    <work_dir>/jobs/<job>/<task>/task.json      what to run, where (the placement), written by bind
+                                 runner.json    the runner's pid and process identity
+                                 started.json   the command's pid/process group (or container id)
+                                 exit.json      how it ended (exit code, signal, who killed it)
+                                 deleted.json   delete_job was called: stop it, forget it
+                                 output.log     stdout + stderr of the command
+                                 work/          the task's working folder (its cwd)
+
+Phases: PENDING until the runner is up, STARTING until the command started, RUNNING, then
+SUCCEEDED (exit code 0) or FAILED with a category: TIMEOUT (the runner killed it at its maximum
+runtime), OOM (SIGKILL it did not send, which on Linux is the kernel's OOM killer, or "CUDA out of
+memory" in the log, or Docker's OOMKilled), IMAGE (the container image could not be had), PLATFORM
+(the runner vanished, or never started), USER otherwise. Signals are reported as exit code 128+n.
+
+Deleted tasks (``delete_job``) are forgotten by ``task_statuses`` at once, like the pods of the
+Kubernetes backend, but their folders stay (logs remain readable) and ``snapshot`` keeps counting
+their GPUs until the process is really gone (SIGTERM, then SIGKILL after ``stop_grace_s``). Finished
+task folders are removed ``finished_retention_s`` after they ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scheduler.backends.base import (
+    PermanentBackendError,
+    TaskPhase,
+    TaskSpec,
+    TaskStatus,
+    TransientBackendError,
+)
+from scheduler.backends.local import containers, runner
+from scheduler.backends.local.environment import task_environment
+from scheduler.backends.local.inventory import GpuInventory, gpu_inventory, machine_node
+from scheduler.backends.simulated import PlacementConflictError
+from scheduler.model import GPU_MILLI, ClusterSnapshot, Node, Placement
+
+log = logging.getLogger(__name__)
+
+RUNNER_SCRIPT = Path(runner.__file__).resolve()
+LOG_TAIL_BYTES = 1024 * 1024
+OOM_SCAN_BYTES = 64 * 1024
+CUDA_OOM_MARKERS = ("CUDA out of memory", "CUDA error: out of memory", "CUDA_ERROR_OUT_OF_MEMORY")
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_INVENTORY_CACHE: dict[tuple[Any, ...], tuple[float, GpuInventory]] = {}
+
+
+def safe_name(name: str) -> str:
+    """A folder name for a job or task id: the id itself when harmless, else a cleaned id plus a hash
+    of the original (so distinct ids never share a folder, and ``..`` cannot escape ``work_dir``)."""
+    if _SAFE_NAME.fullmatch(name):
+        return name
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")[:60] or "id"
+    return f"{cleaned}-{hashlib.sha1(name.encode()).hexdigest()[:10]}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+@dataclass
+class Outcome:
+    phase: TaskPhase
+    exit_code: int | None = None
+    category: str = ""
+    message: str = ""
+
+
+def classify(exit_facts: dict[str, Any], log_tail: str = "") -> Outcome:
+    """Phase, exit code and failure category from the runner's ``exit.json`` (see module docstring).
+
+    ``log_tail`` (the end of the task's output) is only consulted for a failed task, for CUDA's
+    out-of-memory message."""
+    if exit_facts.get("platform_error"):
+        return Outcome(TaskPhase.FAILED, None, "PLATFORM", str(exit_facts["platform_error"]))
+    if exit_facts.get("image_error"):
+        return Outcome(
+            TaskPhase.FAILED, None, "IMAGE", f"container image unavailable: {exit_facts['image_error']}"
+        )
+    code = exit_facts.get("exit_code")
+    sig = exit_facts.get("signal")
+    if exit_facts.get("launch_error"):
+        return Outcome(TaskPhase.FAILED, code, "USER", str(exit_facts["launch_error"]))
+    reported = int(code) if code is not None else (128 + int(sig) if sig else None)
+    killed_by = exit_facts.get("killed_by", "")
+    if killed_by == "timeout":
+        limit = exit_facts.get("max_runtime_s")
+        limit_text = f" of {limit:g} s" if isinstance(limit, int | float) else ""
+        return Outcome(TaskPhase.FAILED, reported, "TIMEOUT", f"killed after its maximum runtime{limit_text}")
+    if killed_by == "stop":
+        return Outcome(TaskPhase.FAILED, reported, "", "stopped: the job was cancelled")
+    if reported == 0:
+        return Outcome(TaskPhase.SUCCEEDED, 0, "", "completed")
+    if exit_facts.get("oom_killed"):
+        return Outcome(
+            TaskPhase.FAILED, reported, "OOM", "killed by the out-of-memory killer (container memory)"
+        )
+    if sig == signal.SIGKILL and not exit_facts.get("sent_sigkill"):
+        return Outcome(
+            TaskPhase.FAILED,
+            reported,
+            "OOM",
+            "killed by SIGKILL that the platform did not send: most likely the kernel's out-of-memory killer",
+        )
+    if any(marker in log_tail for marker in CUDA_OOM_MARKERS):
+        return Outcome(TaskPhase.FAILED, reported, "OOM", f"CUDA out of memory (exit code {reported})")
+    if sig:
+        return Outcome(TaskPhase.FAILED, reported, "USER", f"killed by {_signal_name(int(sig))}")
+    return Outcome(TaskPhase.FAILED, reported, "USER", f"command exited with code {reported}")
+
+
+@dataclass
+class TaskRecord:
+    """One task folder as read now. ``live`` means it holds its resources (not finished)."""
+
+    dir: Path
+    task: dict[str, Any]
+    deleted: bool
+    phase: TaskPhase
+    outcome: Outcome | None
+    started_at: float | None
+    finished_at: float | None
+    runner_pid: int | None
+    pgid: int | None
+    child_identity: str | None
+    container_id: str
+
+    @property
+    def live(self) -> bool:
+        return not self.phase.finished
+
+    @property
+    def placement(self) -> Placement:
+        data: dict[str, Any] = self.task["placement"]
+        return Placement(
+            job_id=str(data["job_id"]),
+            task_id=str(data["task_id"]),
+            node=str(data["node"]),
+            gpu_indices=tuple(int(i) for i in data["gpu_indices"]),
+            gpu_milli=int(data["gpu_milli"]),
+            gpu_memory_mib=int(data["gpu_memory_mib"]),
+            cpu_milli=int(data["cpu_milli"]),
+            memory_mib=int(data["memory_mib"]),
+            reason=str(data.get("reason", "")),
+            predicted_slowdown=data.get("predicted_slowdown"),
+        )
+
+
+class LocalBackend:
+    """A :class:`~scheduler.backends.base.ClusterBackend` that runs tasks on this machine."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        work_dir: str | os.PathLike[str],
+        *,
+        node_name: str = "",
+        gpu_mode: str = "auto",
+        virtual_gpus: int = 1,
+        virtual_gpu_model: str = "Virtual GPU",
+        virtual_gpu_memory_mib: int = 16384,
+        cpu_milli: int | None = None,
+        memory_mib: int | None = None,
+        stop_grace_s: float = 10.0,
+        containers_mode: str = "never",
+        docker_host: str = "",
+        passthrough_env: tuple[str, ...] = (),
+        finished_retention_s: float = 7 * 24 * 3600.0,
+        launch_timeout_s: float = 30.0,
+        inventory_ttl_s: float = 300.0,
+        python: str = sys.executable,
+        nvml: Any = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if containers_mode not in containers.CONTAINER_MODES:
+            raise ValueError(
+                f"unknown container mode {containers_mode!r}; use one of {', '.join(containers.CONTAINER_MODES)}"
+            )
+        if virtual_gpus < 0:
+            raise ValueError(f"virtual_gpus must be >= 0, got {virtual_gpus}")
+        if stop_grace_s < 0:
+            raise ValueError(f"stop_grace_s must be >= 0, got {stop_grace_s}")
+        self.work_dir = Path(work_dir).resolve()
+        self.jobs_dir = self.work_dir / "jobs"
+        self.lock_path = self.work_dir / ".lock"
+        self.node_name = node_name or socket.gethostname() or "localhost"
+        self.gpu_mode = gpu_mode
+        self.virtual_gpus = virtual_gpus
+        self.virtual_gpu_model = virtual_gpu_model
+        self.virtual_gpu_memory_mib = virtual_gpu_memory_mib
+        self.cpu_milli = cpu_milli
+        self.memory_mib = memory_mib
+        self.stop_grace_s = stop_grace_s
+        self.containers_mode = containers_mode
+        self.docker_host = docker_host
+        self.passthrough_env = tuple(passthrough_env)
+        self.finished_retention_s = finished_retention_s
+        self.launch_timeout_s = launch_timeout_s
+        self.inventory_ttl_s = inventory_ttl_s
+        self.python = python
+        self.nvml = nvml
+        self.clock = clock
+
+    # ----------------------------------------------------------------- inventory
+
+    def gpus(self) -> GpuInventory:
+        """This machine's GPUs, cached per process for ``inventory_ttl_s`` (NVML is slow to start)."""
+        key = (
+            self.gpu_mode,
+            self.virtual_gpus,
+            self.virtual_gpu_model,
+            self.virtual_gpu_memory_mib,
+            id(self.nvml),
+        )
+        now = time.monotonic()
+        cached = _INVENTORY_CACHE.get(key)
+        if cached is not None and now - cached[0] < self.inventory_ttl_s:
+            return cached[1]
+        try:
+            inventory = gpu_inventory(
+                mode=self.gpu_mode,
+                virtual_count=self.virtual_gpus,
+                virtual_model=self.virtual_gpu_model,
+                virtual_memory_mib=self.virtual_gpu_memory_mib,
+                nvml=self.nvml,
+            )
+        except Exception as exc:  # NoGpuDriver in "nvml" mode, ValueError for a bad mode
+            raise PermanentBackendError(f"local backend: {exc}") from None
+        if inventory.virtual and inventory.note:
+            log.info("local backend uses %d virtual GPU(s): %s", len(inventory.gpus), inventory.note)
+        _INVENTORY_CACHE[key] = (now, inventory)
+        return inventory
+
+    def node(self) -> Node:
+        return machine_node(self.node_name, self.gpus(), cpu=self.cpu_milli, memory=self.memory_mib)
+
+    # ----------------------------------------------------------------- task folders
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.lock_path, "a+") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+    def _job_dir(self, job_id: str) -> Path:
+        return self.jobs_dir / safe_name(job_id)
+
+    def task_dir(self, job_id: str, task_id: str) -> Path:
+        """The folder of one task (its log is ``output.log`` there)."""
+        return self._job_dir(job_id) / safe_name(task_id)
+
+    def _task_dirs(self, job_id: str | None = None) -> Iterator[Path]:
+        job_dirs = [self._job_dir(job_id)] if job_id is not None else self._listdir(self.jobs_dir)
+        for job_dir in job_dirs:
+            for task_dir in self._listdir(job_dir):
+                if (task_dir / runner.TASK_FILE).is_file():
+                    yield task_dir
+
+    @staticmethod
+    def _listdir(path: Path) -> list[Path]:
+        try:
+            # Names starting with "." are ours (archived attempts): never a job or task.
+            return sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+        except FileNotFoundError:
+            return []
+
+    def _runner_alive(self, info: dict[str, Any]) -> bool:
+        pid = int(info.get("pid") or 0)
+        identity = runner.process_identity(pid)
+        expected = info.get("identity")
+        return identity is not None and (expected is None or identity == expected)
+
+    def _read(self, task_dir: Path) -> TaskRecord | None:
+        task = runner.read_json(task_dir / runner.TASK_FILE)
+        if task is None:
+            return None
+        deleted = (task_dir / runner.DELETED_FILE).exists()
+        started = runner.read_json(task_dir / runner.STARTED_FILE)
+        exit_facts = runner.read_json(task_dir / runner.EXIT_FILE)
+        runner_info = runner.read_json(task_dir / runner.RUNNER_FILE)
+        phase = TaskPhase.PENDING
+        outcome: Outcome | None = None
+        if exit_facts is None:
+            if runner_info is not None and self._runner_alive(runner_info):
+                phase = TaskPhase.RUNNING if started else TaskPhase.STARTING
+            elif runner_info is None and self.clock() - float(task["created_at"]) < self.launch_timeout_s:
+                phase = TaskPhase.PENDING
+            else:
+                # The runner is gone (or never came up). It may have written its record just now.
+                exit_facts = runner.read_json(task_dir / runner.EXIT_FILE)
+                if exit_facts is None:
+                    what = "never started" if runner_info is None else "vanished without recording an exit"
+                    outcome = Outcome(
+                        TaskPhase.FAILED,
+                        None,
+                        "PLATFORM",
+                        f"the task's runner process {what} (platform host restarted or the process was killed)",
+                    )
+        if exit_facts is not None:
+            exit_facts.setdefault("max_runtime_s", task.get("max_runtime_s"))
+            tail = self._tail(task_dir, OOM_SCAN_BYTES) if exit_facts.get("exit_code") != 0 else ""
+            outcome = classify(exit_facts, tail)
+        if outcome is not None:
+            phase = outcome.phase
+        finished_at = None
+        if phase.finished:
+            finished_at = float(exit_facts["finished_at"]) if exit_facts else None
+        return TaskRecord(
+            dir=task_dir,
+            task=task,
+            deleted=deleted,
+            phase=phase,
+            outcome=outcome,
+            started_at=float(started["started_at"]) if started else None,
+            finished_at=finished_at,
+            runner_pid=int(runner_info["pid"]) if runner_info else None,
+            pgid=int(started["pgid"]) if started and started.get("pgid") else None,
+            child_identity=started.get("identity") if started else None,
+            container_id=str(started.get("container_id", "")) if started else "",
+        )
+
+    def _records(self, job_id: str | None = None) -> list[TaskRecord]:
+        return [r for r in (self._read(d) for d in self._task_dirs(job_id)) if r is not None]
+
+    @staticmethod
+    def _tail(task_dir: Path, limit: int) -> str:
+        path = task_dir / runner.LOG_FILE
+        try:
+            with open(path, "rb") as fh:
+                size = fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, size - limit))
+                return fh.read().decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    # ----------------------------------------------------------------- ClusterBackend
+
+    def snapshot(self) -> ClusterSnapshot:
+        node = self.node()
+        running: list[Placement] = []
+        for record in sorted(self._records(), key=lambda r: (float(r.task["created_at"]), r.task["task_id"])):
+            if not record.live:
+                continue
+            placement = record.placement
+            node.used_cpu_milli += placement.cpu_milli
+            node.used_memory_mib += placement.memory_mib
+            for idx in placement.gpu_indices:
+                if 0 <= idx < len(node.gpus):
+                    gpu = node.gpus[idx]
+                    gpu.used_milli += placement.gpu_milli or GPU_MILLI
+                    gpu.used_memory_mib += placement.gpu_memory_mib
+                    gpu.tenants.append(placement.task_id)
+            running.append(placement)
+        return ClusterSnapshot(nodes=[node], running=running, now=self.clock())
+
+    def task_statuses(self, job_id: str | None = None) -> list[TaskStatus]:
+        """Every task not deleted, with its phase; finished ones until their folder is pruned."""
+        rows = []
+        for record in self._records(job_id):
+            if record.deleted:
+                continue
+            task = record.task
+            outcome = record.outcome
+            failed = record.phase is TaskPhase.FAILED
+            status = TaskStatus(
+                job_id=task["job_id"],
+                task_id=task["task_id"],
+                phase=record.phase,
+                node=task["placement"]["node"],
+                gpu_indices=tuple(task["placement"]["gpu_indices"]),
+                exit_code=outcome.exit_code if outcome else None,
+                failure_category=(outcome.category or "PLATFORM") if failed and outcome else "",
+                message=outcome.message if outcome else "",
+                started_at=record.started_at,
+                finished_at=record.finished_at,
+            )
+            rows.append(((status.job_id, int(task.get("rank", 0)), status.task_id), status))
+        return [status for _, status in sorted(rows, key=lambda row: row[0])]
+
+    def bind(self, spec: TaskSpec, placement: Placement) -> None:
+        """Start ``spec`` on ``placement``; a repeat with the same placement is a no-op.
+
+        Raises PermanentBackendError for a placement this machine cannot have (unknown node or GPU),
+        an empty command, or containers required without an engine (one line); PlacementConflictError
+        when the GPUs are already taken (the decision went stale); TransientBackendError while an
+        earlier run of the same task is still stopping."""
+        argv = [str(a) for a in list(spec.command) + list(spec.args)]
+        if not argv or not argv[0]:
+            raise PermanentBackendError(f"task {spec.task_id}: no command to run")
+        node = self.node()
+        if placement.node != node.name:
+            raise PermanentBackendError(
+                f"task {spec.task_id} is placed on node {placement.node!r}, but the local backend's "
+                f"only node is {node.name!r}"
+            )
+        for idx in placement.gpu_indices:
+            if not 0 <= idx < len(node.gpus):
+                raise PermanentBackendError(f"node {node.name} has no GPU {idx} ({len(node.gpus)} GPU(s))")
+        mode, container_spec = self._execution_mode(spec, placement)
+        task_dir = self.task_dir(spec.job_id, spec.task_id)
+        with self._locked():
+            existing = self._read(task_dir) if (task_dir / runner.TASK_FILE).is_file() else None
+            if existing is not None:
+                if not existing.deleted and self._same_placement(existing, placement):
+                    return
+                if existing.live and not existing.deleted:
+                    raise PermanentBackendError(
+                        f"task {spec.task_id} already runs on GPUs {list(existing.placement.gpu_indices)}, "
+                        f"not {list(placement.gpu_indices)}"
+                    )
+                if existing.live:
+                    raise TransientBackendError(f"task {spec.task_id}: its previous run is still stopping")
+                self._archive(task_dir)
+            self._prune()
+            self._check_fits(node, placement)
+            master_port = self._master_port(spec) if spec.world_size > 1 else None
+            env = task_environment(
+                spec,
+                placement,
+                uuids={g.index: g.uuid for g in node.gpus},
+                master_port=master_port,
+                container=mode == "container",
+                passthrough=self.passthrough_env,
+            )
+            task_dir.mkdir(parents=True, mode=0o700)
+            runner.write_json(
+                task_dir / runner.TASK_FILE,
+                {
+                    "job_id": spec.job_id,
+                    "task_id": spec.task_id,
+                    "rank": spec.rank,
+                    "world_size": spec.world_size,
+                    "image": spec.image,
+                    "team": spec.team,
+                    "user": spec.user,
+                    "argv": argv,
+                    "env": env,
+                    "mode": mode,
+                    "container": container_spec,
+                    "placement": placement.to_dict(),
+                    "max_runtime_s": spec.max_runtime_s,
+                    "grace_s": self.stop_grace_s,
+                    "master_port": master_port,
+                    "created_at": self.clock(),
+                },
+            )
+            (task_dir / runner.LOG_FILE).touch()
+            self._launch(task_dir, spec)
+
+    def _same_placement(self, record: TaskRecord, placement: Placement) -> bool:
+        old = record.placement
+        return (old.node, tuple(old.gpu_indices), old.gpu_milli, old.gpu_memory_mib) == (
+            placement.node,
+            tuple(placement.gpu_indices),
+            placement.gpu_milli,
+            placement.gpu_memory_mib,
+        )
+
+    def _execution_mode(self, spec: TaskSpec, placement: Placement) -> tuple[str, dict[str, Any] | None]:
+        """("process", None) or ("container", its spec) per ``containers_mode`` (see docs)."""
+        if self.containers_mode == "never" or not spec.image:
+            return "process", None
+        try:
+            client = containers.connect(self.docker_host)
+        except containers.DockerUnavailable as exc:
+            if self.containers_mode == "always":
+                raise PermanentBackendError(f"cannot run task {spec.task_id} in a container: {exc}") from None
+            return "process", None
+        if self.containers_mode == "auto" and not containers.has_image(client, spec.image):
+            return "process", None  # auto: containers only for images this engine already has
+        return "container", {
+            "image": spec.image,
+            "name": containers.container_name(spec.job_id, spec.task_id),
+            "docker_host": containers.engine_address(self.docker_host),
+            "gpu_indices": list(placement.gpu_indices),
+            "labels": {"gpu-platform.io/job-id": spec.job_id, "gpu-platform.io/task-id": spec.task_id},
+        }
+
+    def _launch(self, task_dir: Path, spec: TaskSpec) -> None:
+        """Start the runner; it daemonizes, so this returns as soon as the first process exits."""
+        try:
+            proc = subprocess.run(
+                [self.python, "-I", str(RUNNER_SCRIPT), str(task_dir)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                close_fds=True,
+                start_new_session=True,
+                timeout=30,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            shutil.rmtree(task_dir, ignore_errors=True)
+            raise TransientBackendError(f"task {spec.task_id}: could not start its runner: {exc}") from None
+        if proc.returncode != 0:
+            shutil.rmtree(task_dir, ignore_errors=True)
+            detail = (proc.stderr or b"").decode(errors="replace").strip().splitlines()
+            raise PermanentBackendError(
+                f"task {spec.task_id}: its runner failed to start ({detail[-1] if detail else proc.returncode})"
+            )
+
+    def _check_fits(self, node: Node, placement: Placement) -> None:
+        milli = dict.fromkeys(placement.gpu_indices, placement.gpu_milli or GPU_MILLI)
+        memory = dict.fromkeys(placement.gpu_indices, placement.gpu_memory_mib)
+        for record in self._records():
+            if not record.live:
+                continue
+            other = record.placement
+            for idx in other.gpu_indices:
+                if idx in milli:
+                    milli[idx] += other.gpu_milli or GPU_MILLI
+                    memory[idx] += other.gpu_memory_mib
+        over = [i for i in milli if milli[i] > GPU_MILLI or memory[i] > node.gpus[i].memory_mib]
+        if over:
+            raise PlacementConflictError(
+                f"task {placement.task_id} does not fit on {node.name}: GPU(s) {over} already allocated"
+            )
+
+    def _master_port(self, spec: TaskSpec) -> int:
+        """One free TCP port per job, chosen by the first task bound and reused by the others; a new
+        one when no other task of the job is current (a rerun after a delete)."""
+        job_dir = self._job_dir(spec.job_id)
+        job_dir.mkdir(parents=True, exist_ok=True)
+        info = runner.read_json(job_dir / "job.json")
+        siblings = [
+            r for r in self._records(spec.job_id) if not r.deleted and r.task["task_id"] != spec.task_id
+        ]
+        if info and info.get("master_port") and siblings:
+            return int(info["master_port"])
+        taken = {
+            int(r.task["master_port"])
+            for r in self._records()
+            if r.live and r.task.get("master_port") and r.task["job_id"] != spec.job_id
+        }
+        for _ in range(20):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = int(sock.getsockname()[1])
+            if port not in taken:
+                break
+        runner.write_json(job_dir / "job.json", {"job_id": spec.job_id, "master_port": port})
+        return port
+
+    def _archive(self, task_dir: Path) -> None:
+        """Keep an earlier run's folder (its log) out of the way of a new run of the same task."""
+        attempts = task_dir.parent / ".attempts"
+        attempts.mkdir(exist_ok=True)
+        os.replace(task_dir, attempts / f"{task_dir.name}-{int(self.clock() * 1000)}")
+
+    def _prune(self) -> None:
+        """Remove finished task folders older than the retention, and empty job folders."""
+        horizon = self.clock() - self.finished_retention_s
+        for record in self._records():
+            if record.live:
+                continue
+            ended = record.finished_at or float(record.task["created_at"])
+            if ended < horizon:
+                shutil.rmtree(record.dir, ignore_errors=True)
+        for job_dir in self._listdir(self.jobs_dir):
+            attempts = job_dir / ".attempts"
+            for old in self._listdir_all(attempts):
+                if old.stat().st_mtime < horizon:
+                    shutil.rmtree(old, ignore_errors=True)
+            if not self._listdir(job_dir) and not self._listdir_all(attempts):
+                shutil.rmtree(job_dir, ignore_errors=True)
+
+    @staticmethod
+    def _listdir_all(path: Path) -> list[Path]:
+        try:
+            return list(path.iterdir())
+        except FileNotFoundError:
+            return []
+
+    def delete_job(self, job_id: str) -> None:
+        """Stop every task of ``job_id`` and forget it (idempotent). Returns at once: the runner sends
+        SIGTERM to the task's process group and SIGKILL after ``stop_grace_s``."""
+        with self._locked():
+            for record in self._records(job_id):
+                if not record.deleted:
+                    runner.write_json(record.dir / runner.DELETED_FILE, {"at": self.clock()})
+                if not record.live:
+                    continue
+                self._stop(record)
+
+    def _stop(self, record: TaskRecord) -> None:
+        if record.runner_pid and record.phase in (TaskPhase.STARTING, TaskPhase.RUNNING):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(record.runner_pid, signal.SIGTERM)  # the runner does TERM, grace, KILL
+            return
+        # No runner to do it (it vanished): kill what is left of the command directly.
+        if record.pgid:
+            leader = runner.process_identity(record.pgid)
+            if leader is None or leader == record.child_identity:
+                runner.kill_group(record.pgid, signal.SIGKILL)
+        if record.container_id:
+            with contextlib.suppress(Exception):
+                containers.connect(self.docker_host).containers.get(record.container_id).remove(force=True)
+
+    def logs(self, job_id: str, task_id: str) -> str:
+        """The task's output so far (its last MiB). Empty for an unknown task."""
+        path = self.task_dir(job_id, task_id) / runner.LOG_FILE
+        try:
+            with open(path, "rb") as fh:
+                size = fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, size - LOG_TAIL_BYTES))
+                data = fh.read()
+        except FileNotFoundError:
+            return ""
+        if size <= LOG_TAIL_BYTES:
+            return data.decode("utf-8", errors="replace")
+        # Cut at a line start, and say where the whole log is.
+        data = data[data.find(b"\n") + 1 :]
+        note = f"{runner.NOTE_PREFIX} earlier output omitted; the whole log is {path}\n"
+        return note + data.decode("utf-8", errors="replace")
+
+
+def create_local_backend(work_dir: str | os.PathLike[str], **kwargs: Any) -> LocalBackend:
+    """Factory used by the platform (jobs.cluster.get_backend)."""
+    return LocalBackend(work_dir, **kwargs)

@@ -1,0 +1,58 @@
+"""Score, the seed strategy: use every dimension of a node in balance, and do not stack look-alikes.
+
+For node n with capacities (C, M, G) and the task's request r = (cpu, mem, k * milli):
+
+    u' = used fractions of (CPU, memory, GPU) after placing the task      (nodes without GPUs: CPU, memory)
+    imbalance  = std(u')                                                  in 0..0.5
+    similarity = cos(r / cap, u / cap)  with u the usage before (0 on an empty node)
+    score      = 100 * (1 - imbalance - 0.5 * similarity)  clipped to 0..100
+
+Low imbalance keeps no dimension exhausted while others idle (a node out of CPU strands its GPUs);
+low similarity puts a CPU-heavy task next to GPU-heavy ones rather than next to more CPU-heavy work.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scheduler.frag.arrays import ClusterArrays
+from scheduler.frag.batch import RowScoreMixin
+from scheduler.framework import CycleState, register
+from scheduler.model import GPU_MILLI, TaskRequest
+
+
+def balance_terms(arrays: ClusterArrays, task: TaskRequest, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(imbalance after placement, cosine similarity of request and current usage) per row."""
+    cpu_cap = np.maximum(arrays.cpu_cap[rows], 1).astype(float)
+    mem_cap = np.maximum(arrays.mem_cap[rows], 1).astype(float)
+    gpu_cap = np.maximum(arrays.gpu_count[rows] * GPU_MILLI, 1).astype(float)
+    has_gpu = arrays.gpu_count[rows] > 0
+    gpu_used = np.where(arrays.gpu_exists[rows], GPU_MILLI - arrays.gpu_free[rows], 0).sum(axis=1)
+    used = np.stack([
+        (arrays.cpu_cap[rows] - arrays.cpu_free[rows]) / cpu_cap,
+        (arrays.mem_cap[rows] - arrays.mem_free[rows]) / mem_cap,
+        np.where(has_gpu, gpu_used / gpu_cap, 0.0),
+    ])
+    req = np.stack([
+        task.cpu_milli / cpu_cap,
+        task.memory_mib / mem_cap,
+        np.where(has_gpu, task.total_gpu_milli / gpu_cap, 0.0),
+    ])
+    after = used + req
+    imbalance = np.where(has_gpu, after.std(axis=0), after[:2].std(axis=0))
+    norms = np.linalg.norm(used, axis=0) * np.linalg.norm(req, axis=0)
+    similarity = np.divide((used * req).sum(axis=0), norms, out=np.zeros(len(rows)), where=norms > 0)
+    return imbalance, similarity
+
+
+@register("balance")
+class Balance(RowScoreMixin):
+    name = "balance"
+    cacheable = True
+
+    def __init__(self, similarity_weight: float = 0.5) -> None:
+        self.similarity_weight = similarity_weight
+
+    def score_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
+        imbalance, similarity = balance_terms(state.arrays, task, rows)
+        return np.clip(100.0 * (1.0 - imbalance - self.similarity_weight * similarity), 0.0, 100.0)
