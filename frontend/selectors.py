@@ -36,9 +36,7 @@ def active_images() -> QuerySet[JobImage]:
 def job_counts() -> dict[str, int]:
     """Cluster-wide numbers of running and waiting jobs. Counts only: no job of another team is named,
     so every signed-in user may see them (the queue is shared)."""
-    counts = Counter(
-        Job.objects.filter(status__in=[*RUNNING, *WAITING]).values_list("status", flat=True)
-    )
+    counts = Counter(Job.objects.filter(status__in=[*RUNNING, *WAITING]).values_list("status", flat=True))
     return {
         "running": sum(counts[s.value] for s in RUNNING),
         "waiting": sum(counts[s.value] for s in WAITING),

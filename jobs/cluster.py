@@ -5,7 +5,8 @@
 * ``simulated`` (default): :class:`scheduler.backends.simulated.SimulatedBackend` on the state file
   ``SIM_STATE_PATH`` with cluster ``SIM_CLUSTER`` and time scale ``SIM_TIME_SCALE``;
 * ``kubernetes``: ``scheduler.backends.kubernetes.create_kubernetes_backend(namespace, scheduler_name)``;
-* ``local``: ``scheduler.backends.local.create_local_backend()``.
+* ``local``: ``scheduler.backends.local.create_local_backend(LOCAL_WORK_DIR, ...)`` with the other
+  ``LOCAL_*`` settings: tasks run as processes (or containers) on this machine.
 
 The other backends are imported lazily, so their client libraries are only needed when chosen.
 """
@@ -48,7 +49,21 @@ def get_backend(name: str | None = None) -> ClusterBackend:
             namespace=settings.KUBERNETES_NAMESPACE, scheduler_name=settings.KUBERNETES_SCHEDULER_NAME
         )
     if name == "local":
-        return _optional_factory("scheduler.backends.local", "create_local_backend")()
+        factory = _optional_factory("scheduler.backends.local", "create_local_backend")
+        return factory(
+            settings.LOCAL_WORK_DIR,
+            node_name=settings.LOCAL_NODE_NAME,
+            gpu_mode=settings.LOCAL_GPUS,
+            virtual_gpus=settings.LOCAL_VIRTUAL_GPUS,
+            virtual_gpu_model=settings.LOCAL_VIRTUAL_GPU_MODEL,
+            virtual_gpu_memory_mib=settings.LOCAL_VIRTUAL_GPU_MEMORY_MIB,
+            cpu_milli=settings.LOCAL_CPU_MILLI or None,
+            memory_mib=settings.LOCAL_MEMORY_MIB or None,
+            stop_grace_s=settings.LOCAL_STOP_GRACE_SECONDS,
+            containers_mode=settings.LOCAL_CONTAINERS,
+            docker_host=settings.LOCAL_DOCKER_HOST,
+            passthrough_env=tuple(settings.LOCAL_PASSTHROUGH_ENV),
+        )
     raise BackendNotAvailable(f"unknown CLUSTER_BACKEND {name!r}; known: {', '.join(KNOWN_BACKENDS)}")
 
 
@@ -116,7 +131,9 @@ def cluster_view(backend: ClusterBackend | None = None) -> dict[str, Any]:
             {
                 "name": node.name,
                 "schedulable": node.schedulable,
-                "virtual": getattr(backend, "name", "") == "simulated",
+                # Simulated nodes, and local nodes without a driver (virtual GPUs), are not real hardware.
+                "virtual": getattr(backend, "name", "") == "simulated"
+                or node.labels.get("gpu-platform.io/virtual") == "true",
                 "cpu_milli": node.cpu_milli,
                 "used_cpu_milli": node.used_cpu_milli,
                 "memory_mib": node.memory_mib,

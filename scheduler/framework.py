@@ -296,7 +296,10 @@ def schedule(
 
     built = profile if isinstance(profile, BuiltProfile) else (profile or Profile()).build()
     working = snapshot.copy()
-    state = CycleState(snapshot=working, data=dict(data or {}), arrays=ClusterArrays.from_snapshot(working))
+    cycle_data = dict(data or {})
+    # The queue is part of the workload mix that fragmentation-aware plugins measure against.
+    cycle_data.setdefault("pending_tasks", [t for job in pending for t in job.tasks])
+    state = CycleState(snapshot=working, data=cycle_data, arrays=ClusterArrays.from_snapshot(working))
     engine = PlacementEngine(built, state, working.nodes)
     decision = Decision()
     for job in pending:

@@ -7,7 +7,6 @@ GPU memory in MiB. A task asks either for ``gpus`` whole GPUs, or for one shared
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any
 

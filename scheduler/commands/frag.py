@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
 from pathlib import Path
@@ -44,10 +45,17 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--nodes", required=True, type=Path, help="node list CSV (openb_node_list_gpu_node.csv)")
+    parser.add_argument(
+        "--nodes", required=True, type=Path, help="node list CSV (openb_node_list_gpu_node.csv)"
+    )
     parser.add_argument("--pods", required=True, type=Path, help="pod list CSV (openb_pod_list_*.csv)")
-    parser.add_argument("--policy", required=True, action="append", metavar="NAME",
-                        help=f"scheduler profile, repeatable; one of {', '.join(sorted(PROFILES))}")
+    parser.add_argument(
+        "--policy",
+        required=True,
+        action="append",
+        metavar="NAME",
+        help=f"scheduler profile, repeatable; one of {', '.join(sorted(PROFILES))}",
+    )
     parser.add_argument("--seeds", default="42-51", help="seeds: '42-51', '42,45' or '42' (default 42-51)")
     parser.add_argument("--json", required=True, type=Path, dest="json_out", metavar="OUT.json")
     parser.add_argument("--plot", type=Path, metavar="OUT.png", help="unallocated GPU vs arrived workload")
@@ -58,21 +66,13 @@ def register(subparsers: Any) -> None:
 def parse_seeds(text: str) -> list[int]:
     """'42-51' -> [42..51]; '1,5,7' -> [1, 5, 7]; ranges and lists mix ('1-3,9')."""
     seeds: list[int] = []
-    try:
-        for part in text.split(","):
-            part = part.strip()
-            if "-" in part[1:]:
-                lo, hi = part.split("-", 1) if not part.startswith("-") else ("-" + part[1:].split("-", 1)[0], part[1:].split("-", 1)[1])
-                a, b = int(lo), int(hi)
-                if b < a:
-                    raise ValueError
-                seeds.extend(range(a, b + 1))
-            else:
-                seeds.append(int(part))
-    except ValueError:
-        raise CommandError(f"--seeds {text!r}: expected a seed, a range like 42-51, or a comma list") from None
-    if not seeds:
-        raise CommandError("--seeds: no seeds given")
+    for part in text.split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if match is None or (match.group(2) is not None and int(match.group(2)) < int(match.group(1))):
+            raise CommandError(f"--seeds {text!r}: expected a seed, a range like 42-51, or a comma list")
+        lo = int(match.group(1))
+        hi = int(match.group(2)) if match.group(2) is not None else lo
+        seeds.extend(range(lo, hi + 1))
     return seeds
 
 
@@ -82,11 +82,21 @@ def summarise(results: list[RunResult]) -> dict[str, Any]:
     for name in METRICS:
         values = [r.metric(name) for r in results]
         mean, sd = mean_sd(values)
-        out["metrics"][name] = {"mean": round(mean, 3), "sd": round(sd, 3), "values": [round(v, 3) for v in values]}
+        out["metrics"][name] = {
+            "mean": round(mean, 3),
+            "sd": round(sd, 3),
+            "values": [round(v, 3) for v in values],
+        }
     rates = [r.pods_offered / r.schedule_seconds for r in results if r.schedule_seconds > 0]
     rate_mean, rate_sd = mean_sd(rates)
-    out["placements_per_second"] = {"mean": round(rate_mean, 1), "sd": round(rate_sd, 1),
-                                    "median": round(sorted(rates)[len(rates) // 2], 1) if rates else None}
+    out["placements_per_second"] = {
+        "mean": round(rate_mean, 1),
+        "sd": round(rate_sd, 1),
+        "median": round(sorted(rates)[len(rates) // 2], 1) if rates else None,
+    }
+    cpu_rates = [r.pods_offered / r.schedule_cpu_seconds for r in results if r.schedule_cpu_seconds > 0]
+    cpu_mean, cpu_sd = mean_sd(cpu_rates)
+    out["placements_per_cpu_second"] = {"mean": round(cpu_mean, 1), "sd": round(cpu_sd, 1)}
     out["wall_seconds"] = round(sum(r.wall_seconds for r in results), 2)
     out["runs"] = [
         {
@@ -116,6 +126,17 @@ def _mean_curve(curves: list[list[float | None]]) -> list[float | None]:
     return out
 
 
+def _nan_to_none(value: Any) -> Any:
+    """JSON has no NaN: a metric at an arrived % the run never reached becomes null."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _nan_to_none(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nan_to_none(v) for v in value]
+    return value
+
+
 def plot(report: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -127,10 +148,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
         xs = block["curves"]["arrived_pct"]
         alloc = block["curves"]["alloc_pct_mean"]
         frag = block["curves"]["frag_ratio_pct_mean"]
-        pts = [(x, x - a if x <= 100 else 100 - a) for x, a in zip(xs, alloc, strict=True) if a is not None and x >= 60]
         mean = block["metrics"]["unalloc_gpu_pct_at_arrived100"]["mean"]
-        ax1.plot([p[0] for p in pts], [100 - a for x, a in zip(xs, alloc, strict=True) if a is not None and x >= 60],
-                 label=f"{name} ({mean:.2f}% @100)")
+        un = [(x, 100.0 - a) for x, a in zip(xs, alloc, strict=True) if a is not None and x >= 60]
+        ax1.plot([p[0] for p in un], [p[1] for p in un], label=f"{name} ({mean:.2f}% @100)")
         fr = [(x, f) for x, f in zip(xs, frag, strict=True) if f is not None]
         ax2.plot([p[0] for p in fr], [p[1] for p in fr], label=name)
     ax1.axvline(100, color="grey", lw=0.5)
@@ -183,8 +203,14 @@ def run(args: argparse.Namespace) -> int:
         "seeds": seeds,
         "policies": {},
     }
-    with tqdm(total=int(per_run * len(seeds) * len(policies)), unit="pod", disable=args.quiet or None,
-              file=sys.stderr, mininterval=1.0, desc="frag") as bar:
+    with tqdm(
+        total=int(per_run * len(seeds) * len(policies)),
+        unit="pod",
+        disable=args.quiet or None,
+        file=sys.stderr,
+        mininterval=1.0,
+        desc="frag",
+    ) as bar:
         for policy in policies:
             results = []
             for seed in seeds:
@@ -193,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
             report["policies"][policy] = summarise(results)
     report["wall_seconds"] = round(time.perf_counter() - started, 2)
     try:
-        args.json_out.write_text(json.dumps(report, indent=1, allow_nan=False) + "\n")
+        args.json_out.write_text(json.dumps(_nan_to_none(report), indent=1, allow_nan=False) + "\n")
         if args.plot is not None:
             plot(report, args.plot)
     except OSError as exc:
@@ -203,8 +229,10 @@ def run(args: argparse.Namespace) -> int:
     for policy, block in report["policies"].items():
         m = block["metrics"]["unalloc_gpu_pct_at_arrived100"]
         rate = block["placements_per_second"]["mean"]
-        print(f"{policy:16s} unallocated GPU @100% arrived {m['mean']:6.2f} ± {m['sd']:.2f} %   "
-              f"{rate:8.0f} placements/s")
+        print(
+            f"{policy:16s} unallocated GPU @100% arrived {m['mean']:6.2f} ± {m['sd']:.2f} %   "
+            f"{rate:8.0f} placements/s"
+        )
     if any(math.isnan(b["metrics"][m]["mean"]) for b in report["policies"].values() for m in METRICS):
         print("note: some metrics are NaN (the workload never reached that arrived %)", file=sys.stderr)
     return 0

@@ -35,10 +35,17 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--trace", required=True, type=Path, help="Philly, ITP or Sia/Pollux trace CSV")
+    parser.add_argument(
+        "--trace", required=True, type=Path, action="append",
+        help="Philly, ITP or Sia/Pollux trace CSV; repeat to run several (JSON adds the mean over them)",
+    )  # fmt: skip
     parser.add_argument("--cluster", required=True, help="cluster spec YAML, or a shipped spec name")
     parser.add_argument(
-        "--policy", required=True, action="append", metavar="NAME", help=f"repeatable; one of {', '.join(POLICY_NAMES)}"
+        "--policy",
+        required=True,
+        action="append",
+        metavar="NAME",
+        help=f"repeatable; one of {', '.join(POLICY_NAMES)}",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the job-type draw (default 0)")
     parser.add_argument("--json", required=True, type=Path, dest="json_out", metavar="OUT.json")
@@ -75,7 +82,7 @@ def _progress(quiet: bool) -> Callable[[str, int], Callable[[int], None]] | None
 
 def run(args: argparse.Namespace) -> int:
     from scheduler.sim.plots import plot_report
-    from scheduler.sim.runner import load_inputs, run_policies
+    from scheduler.sim.runner import load_inputs, mean_report, run_policies
 
     unknown = [p for p in args.policy if p not in POLICY_NAMES]
     if unknown:
@@ -85,18 +92,25 @@ def run(args: argparse.Namespace) -> int:
     if args.window <= 0 or args.cycle_seconds < 0:
         raise CommandError("--window must be positive and --cycle-seconds not negative")
     data_dir = args.data or default_data_dir()
-    try:
-        trace, spec, perf = load_inputs(args.trace, args.cluster, data_dir, args.seed)
-    except (TraceError, ClusterSpecError, FileNotFoundError, ValueError) as exc:
-        raise CommandError(str(exc)) from None
-    print(trace.report.summary(), file=sys.stderr)
     config = SimConfig(seed=args.seed, window=args.window, cycle_s=args.cycle_seconds)
-    report, _ = run_policies(trace, spec, perf, args.policy, config, args.limit, _progress(args.quiet))
+    reports = []
+    for path in args.trace:
+        try:
+            trace, spec, perf = load_inputs(path, args.cluster, data_dir, args.seed)
+        except (TraceError, ClusterSpecError, FileNotFoundError, ValueError) as exc:
+            raise CommandError(str(exc)) from None
+        print(trace.report.summary(), file=sys.stderr)
+        try:
+            one, _ = run_policies(trace, spec, perf, args.policy, config, args.limit, _progress(args.quiet))
+        except ValueError as exc:
+            raise CommandError(f"{path}: {exc}") from None
+        reports.append(one)
+    report = reports[0] if len(reports) == 1 else mean_report(reports)
     args.json_out.parent.mkdir(parents=True, exist_ok=True)
     args.json_out.write_text(json.dumps(report, indent=1, default=float) + "\n")
     if args.plot:
-        plot_report(report, args.plot)
-    for name, s in report["policies"].items():
+        plot_report(reports[0], args.plot)
+    for name, s in report["policies"].items():  # means over the traces when several
         print(
             f"{name:9s} avg JCT {s['avg_jct_s'] / 3600:8.2f} h  p99 {s['p99_jct_s'] / 3600:8.1f} h  "
             f"queue {s['avg_queueing_s'] / 3600:7.2f} h  useful {s['useful_util']:.3f}  "

@@ -41,6 +41,7 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--requests", type=int, default=300, help="requests in the sequential stream")
     ev.add_argument("--load", type=float, default=0.8, help="offered GPU load of the stream (0-1)")
     ev.add_argument("--seed", type=int, default=1)
+    ev.add_argument("--streams", type=int, default=5, help="seeded request streams (seed, seed+1, ...)")
     ev.add_argument("--no-synthetic", action="store_true", help="skip the synthetic 16-GPU nodes")
     ev.set_defaults(func=_evaluate)
 
@@ -159,11 +160,21 @@ def _evaluate(args: argparse.Namespace) -> int:
     if not args.no_synthetic:
         topologies += synthetic_16()
     started = time.time()
-    result = evaluate(topologies, states=args.states, requests=args.requests, seed=args.seed, load=args.load)
+    if args.streams < 1 or args.requests < 1 or args.states < 0:
+        raise CommandError("--streams and --requests must be at least 1, --states at least 0")
+    result = evaluate(
+        topologies,
+        states=args.states,
+        requests=args.requests,
+        seed=args.seed,
+        load=args.load,
+        streams=args.streams,
+    )
     result["config"] = {
         "topologies": str(args.topologies),
         "states": args.states,
         "requests": args.requests,
+        "streams": args.streams,
         "load": args.load,
         "seed": args.seed,
         "comm_profile": vars(CommProfile()),

@@ -118,9 +118,9 @@ class ClusterArrays:
         rows = {name: i for i, name in enumerate(arr.names)}
         for placement in running:
             tag = placement_tag(placement)
-            row = rows.get(placement.node)
-            if tag >= 0 and row is not None:
-                arr.tags[row, tag] += 1
+            at = rows.get(placement.node)
+            if tag >= 0 and at is not None:
+                arr.tags[at, tag] += 1
         return arr
 
     @classmethod

@@ -28,7 +28,6 @@ from scheduler.framework import (
     BuiltProfile,
     CycleState,
     NormalizePlugin,
-    placement_for,
     reserve,
     unreserve,
 )
@@ -118,7 +117,9 @@ class PlacementEngine:
             tried = 1
             # Rare: the best node's chooser refused (e.g. a topology constraint); walk the rest.
             order = [int(i) for i in np.argsort(-totals, kind="stable") if i != best]
-        return Outcome(None, reason=f"no GPU set on the {rows.size} feasible node(s) fits task {task.task_id}")
+        return Outcome(
+            None, reason=f"no GPU set on the {rows.size} feasible node(s) fits task {task.task_id}"
+        )
 
     def commit(self, row: int, placement: Placement) -> None:
         self.state.arrays.apply(row, placement, +1)
@@ -170,7 +171,9 @@ class PlacementEngine:
         gpus = chooser.choose_gpus(self.state, task, self.nodes[row])
         return None if gpus is None else tuple(gpus)
 
-    def _cached(self, slot: int, plugin: Any, method: str, task: TaskRequest, key: Hashable, need: np.ndarray) -> np.ndarray:
+    def _cached(
+        self, slot: int, plugin: Any, method: str, task: TaskRequest, key: Hashable, need: np.ndarray
+    ) -> np.ndarray:
         """Values of ``plugin.method`` for all rows, fresh at least on the rows where ``need``."""
         arrays = self.state.arrays
         token_fn = getattr(plugin, "cache_token", None)
@@ -199,7 +202,7 @@ class PlacementEngine:
             else:
                 if self.nodes is None:
                     raise ValueError(f"filter {plugin.name!r} needs Node objects")
-                for row in np.flatnonzero(mask):
+                for row in np.flatnonzero(mask).tolist():
                     mask[row] = plugin.filter(self.state, task, self.nodes[row]).ok
         return mask
 

@@ -22,14 +22,12 @@ import numpy as np
 from scheduler.frag.arrays import ClusterArrays
 from scheduler.frag.engine import PlacementEngine
 from scheduler.frag.fragmentation import TargetWorkload, node_fragment
-from scheduler.frag.history import HISTORY_KEY, WorkloadHistory
 from scheduler.frag.metrics import bin_by_arrived
 from scheduler.framework import CycleState, Profile
 from scheduler.model import GPU_MILLI, ClusterSnapshot, Node, TaskRequest
 from scheduler.profiles import get_profile
 
 INFLATION = 1.3
-TRACE_TASKS_KEY = "trace_tasks"
 
 
 @dataclass
@@ -43,6 +41,8 @@ class RunResult:
     alloc_pct: list[float | None]
     frag_ratio_pct: list[float | None]
     frag_amount_pct: list[float | None]
+    # CPU time of the placement loop: the one-core rate even when the machine is shared.
+    schedule_cpu_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def metric(self, name: str) -> float:
@@ -61,8 +61,9 @@ class RunResult:
         return 100.0 - value if kind == "unalloc_gpu_pct" else value
 
 
-def inflate(pods: Sequence[TaskRequest], rng: np.random.Generator, capacity_milli: int,
-            ratio: float = INFLATION) -> list[TaskRequest]:
+def inflate(
+    pods: Sequence[TaskRequest], rng: np.random.Generator, capacity_milli: int, ratio: float = INFLATION
+) -> list[TaskRequest]:
     """Shuffled ``pods`` grown (random copies appended) or shrunk to ``ratio`` x capacity of GPU request."""
     order = sorted(pods, key=lambda p: p.task_id)
     shuffled = [order[i] for i in rng.permutation(len(order))]
@@ -110,13 +111,12 @@ def run_policy(
     target = TargetWorkload.from_tasks(pods)
     state = CycleState(
         snapshot=ClusterSnapshot(nodes=cluster),
-        data={"target_workload": target, HISTORY_KEY: None, TRACE_TASKS_KEY: pods},
+        data={"target_workload": target},
         arrays=arrays,
         rng=np.random.default_rng([seed, 1]),
     )
     profile = get_profile(policy) if isinstance(policy, str) else policy
     engine = PlacementEngine(profile.build(), state, cluster, explain=False)
-    history = _history_for(profile.name, state)
 
     all_rows = np.arange(arrays.n)
     frag = node_fragment(target, arrays, all_rows)
@@ -129,11 +129,10 @@ def run_policy(
     log_frag = np.zeros(n)
     placed = 0
     t0 = time.perf_counter()
+    c0 = time.process_time()
     step = 500
     for i, task in enumerate(workload):
         arrived += task.total_gpu_milli
-        if history is not None:
-            history.observe(task)
         outcome = engine.place(task)
         if outcome.placement is not None:
             engine.commit(outcome.row, outcome.placement)
@@ -149,6 +148,7 @@ def run_policy(
         if on_progress is not None and (i + 1) % step == 0:
             on_progress(step)
     schedule_s = time.perf_counter() - t0
+    schedule_cpu_s = time.process_time() - c0
     if on_progress is not None:
         on_progress(n % step)
     idle = capacity - log_alloc
@@ -164,11 +164,5 @@ def run_policy(
         alloc_pct=bin_by_arrived(arrived_pct, 100.0 * log_alloc / capacity),
         frag_ratio_pct=bin_by_arrived(arrived_pct, ratio),
         frag_amount_pct=bin_by_arrived(arrived_pct, 100.0 * log_frag / capacity),
+        schedule_cpu_seconds=schedule_cpu_s,
     )
-
-
-def _history_for(profile_name: str, state: CycleState) -> WorkloadHistory:
-    """The arrivals seen so far, for profiles that learn the workload mix online (plugins.fgd_plus)."""
-    history = WorkloadHistory()
-    state.data[HISTORY_KEY] = history
-    return history

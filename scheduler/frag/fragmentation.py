@@ -62,12 +62,18 @@ class TargetWorkload:
         return cls.from_counts(counts, coverage, with_memory)
 
     @classmethod
-    def from_counts(cls, counts: Counter[ShapeKey], coverage: float = 0.95, with_memory: bool = False) -> TargetWorkload:
+    def from_counts(
+        cls, counts: Counter[ShapeKey], coverage: float = 0.95, with_memory: bool = False
+    ) -> TargetWorkload:
         total = sum(counts.values())
         if total == 0:
             return cls([], np.zeros(0), with_memory)
         # Most frequent first; ties by cpu, milli, GPU count, models (all descending), as the reference.
-        ordered = sorted(counts.items(), key=lambda kv: (kv[1], kv[0][0], kv[0][1], kv[0][2], "|".join(kv[0][3])), reverse=True)
+        ordered = sorted(
+            counts.items(),
+            key=lambda kv: (kv[1], kv[0][0], kv[0][1], kv[0][2], "|".join(kv[0][3])),
+            reverse=True,
+        )
         kept: list[tuple[ShapeKey, int]] = []
         acc = 0
         for shape, count in ordered:
@@ -98,8 +104,12 @@ class TargetWorkload:
 
 
 def node_fragment(
-    wl: TargetWorkload, arrays: ClusterArrays, rows: np.ndarray, gpu_free: np.ndarray | None = None,
-    cpu_free: np.ndarray | None = None, mem_free: np.ndarray | None = None,
+    wl: TargetWorkload,
+    arrays: ClusterArrays,
+    rows: np.ndarray,
+    gpu_free: np.ndarray | None = None,
+    cpu_free: np.ndarray | None = None,
+    mem_free: np.ndarray | None = None,
 ) -> np.ndarray:
     """F_n(M) in milli-GPU for ``rows`` (optionally with hypothetical free GPU/CPU/memory)."""
     g = arrays.gpu_free[rows] if gpu_free is None else gpu_free
@@ -144,9 +154,7 @@ def shared_fragment_after(
     new_big = v[:, :, None] >= milli[None, None, :]
     count_after = count[:, None, :] - old_big + new_big
     small_after = (
-        small[:, None, :]
-        - np.where(old_big, 0, g[:, :, None])
-        + np.where(new_big, 0, v[:, :, None])
+        small[:, None, :] - np.where(old_big, 0, g[:, :, None]) + np.where(new_big, 0, v[:, :, None])
     )
     base_fit = access[:, arrays.model_id[rows]].T & (c[:, None] >= cpu[None, :])  # (R, S)
     if wl.with_memory:
@@ -159,4 +167,5 @@ def shared_fragment_after(
 
 def sigmoid_score(delta: np.ndarray) -> np.ndarray:
     """floor(100 * sigmoid(delta / 1000)): the FGD score of a fragment change (higher = less growth)."""
-    return np.floor(100.0 / (1.0 + np.exp(-np.asarray(delta, dtype=float) / 1000.0)))
+    x = np.clip(np.asarray(delta, dtype=float) / 1000.0, -60.0, 60.0)
+    return np.floor(100.0 / (1.0 + np.exp(-x)))

@@ -43,7 +43,9 @@ def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str
             header = reader.fieldnames or []
             missing = [c for c in required if c not in header]
             if missing:
-                raise TraceError(f"{path}: missing column(s) {', '.join(missing)} (header: {','.join(header) or 'empty'})")
+                raise TraceError(
+                    f"{path}: missing column(s) {', '.join(missing)} (header: {','.join(header) or 'empty'})"
+                )
             for line, row in enumerate(reader, start=2):
                 if None in row or any(v is None for v in row.values()):
                     raise TraceError(f"{path}:{line}: expected {len(header)} fields")

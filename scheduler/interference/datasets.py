@@ -211,9 +211,15 @@ def dataset_files(data_dir: Path, dataset: str) -> dict[str, Path]:
     if dataset == "gavel":
         return {"pairs": base / "gavel" / "gavel_pairs_single_gpu.csv"}
     if dataset == "lucid":
-        return {"pairs": base / "lucid" / "colocate_info.shared.csv", "solo": base / "lucid" / "single_data.csv"}
+        return {
+            "pairs": base / "lucid" / "colocate_info.shared.csv",
+            "solo": base / "lucid" / "single_data.csv",
+        }
     if dataset == "platform":
-        return {"pairs": base / "platform" / "colocate_info.csv", "solo": base / "platform" / "single_data.csv"}
+        return {
+            "pairs": base / "platform" / "colocate_info.csv",
+            "solo": base / "platform" / "single_data.csv",
+        }
     raise DatasetError(f"unknown dataset {dataset!r}; known: {', '.join(KNOWN_DATASETS)}")
 
 

@@ -291,12 +291,24 @@ def _fill_out_of_group(x: np.ndarray, records: Sequence[PairRecord]) -> None:
     by_group: dict[str, list[int]] = {}
     for i, r in enumerate(records):
         by_group.setdefault(r.group, []).append(i)
+    y_all = [v for r in records if r.feasible for v in (clip_y(r.norm_a), clip_y(r.norm_b))]
+    n_infeasible = sum(not r.feasible for r in records)
     for idx in by_group.values():
-        inside = _accumulate(Fingerprints._contributions([records[i] for i in idx]))
+        members = [records[i] for i in idx]
+        inside = _accumulate(Fingerprints._contributions(members))
+        # The shrinkage prior must not see the group either.
+        y_in = [v for r in members if r.feasible for v in (clip_y(r.norm_a), clip_y(r.norm_b))]
+        rest = len(records) - len(members)
+        fp = Fingerprints(
+            stats=full.stats,
+            ybar=(sum(y_all) - sum(y_in)) / (len(y_all) - len(y_in)) if len(y_all) > len(y_in) else full.ybar,
+            rbar=(n_infeasible - sum(not r.feasible for r in members)) / rest if rest else full.rbar,
+            shrink=full.shrink,
+        )
         for i in idx:
             r = records[i]
             ka, kb = str(r.profile_a.get("job_key", "")), str(r.profile_b.get("job_key", ""))
-            fa = full.lookup(ka, inside.get(ka))
-            fb = full.lookup(kb, inside.get(kb))
+            fa = fp.lookup(ka, inside.get(ka))
+            fb = fp.lookup(kb, inside.get(kb))
             x[2 * i, N_BASE:] = (*fa, *fb, fa[0] * fb[1])
             x[2 * i + 1, N_BASE:] = (*fb, *fa, fb[0] * fa[1])

@@ -10,8 +10,6 @@ import os
 import threading
 from pathlib import Path
 
-import joblib
-
 from scheduler.datapaths import REPO_ROOT
 from scheduler.interference.models import InterferenceModel
 
@@ -35,6 +33,8 @@ def default_model_path() -> Path:
 
 def save_model(model: InterferenceModel, path: Path) -> Path:
     """Write atomically (temp file + rename) so a running scheduler never reads half a file."""
+    import joblib  # lazily: only training and loading need it
+
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     joblib.dump({"format": FORMAT_VERSION, "model": model}, tmp, compress=3)
@@ -44,7 +44,11 @@ def save_model(model: InterferenceModel, path: Path) -> Path:
 
 def load_model(path: Path) -> InterferenceModel:
     if not path.is_file():
-        raise ModelError(f"model file not found: {path} (train one with `python -m scheduler interference train`)")
+        raise ModelError(
+            f"model file not found: {path} (train one with `python -m scheduler interference train`)"
+        )
+    import joblib
+
     try:
         payload = joblib.load(path)
     except Exception as exc:  # unpickling can fail in many ways; all mean "unusable file"

@@ -21,23 +21,29 @@ from scheduler.framework import CycleState, register
 from scheduler.model import GPU_MILLI, TaskRequest
 
 
-def balance_terms(arrays: ClusterArrays, task: TaskRequest, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def balance_terms(
+    arrays: ClusterArrays, task: TaskRequest, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(imbalance after placement, cosine similarity of request and current usage) per row."""
     cpu_cap = np.maximum(arrays.cpu_cap[rows], 1).astype(float)
     mem_cap = np.maximum(arrays.mem_cap[rows], 1).astype(float)
     gpu_cap = np.maximum(arrays.gpu_count[rows] * GPU_MILLI, 1).astype(float)
     has_gpu = arrays.gpu_count[rows] > 0
     gpu_used = np.where(arrays.gpu_exists[rows], GPU_MILLI - arrays.gpu_free[rows], 0).sum(axis=1)
-    used = np.stack([
-        (arrays.cpu_cap[rows] - arrays.cpu_free[rows]) / cpu_cap,
-        (arrays.mem_cap[rows] - arrays.mem_free[rows]) / mem_cap,
-        np.where(has_gpu, gpu_used / gpu_cap, 0.0),
-    ])
-    req = np.stack([
-        task.cpu_milli / cpu_cap,
-        task.memory_mib / mem_cap,
-        np.where(has_gpu, task.total_gpu_milli / gpu_cap, 0.0),
-    ])
+    used = np.stack(
+        [
+            (arrays.cpu_cap[rows] - arrays.cpu_free[rows]) / cpu_cap,
+            (arrays.mem_cap[rows] - arrays.mem_free[rows]) / mem_cap,
+            np.where(has_gpu, gpu_used / gpu_cap, 0.0),
+        ]
+    )
+    req = np.stack(
+        [
+            task.cpu_milli / cpu_cap,
+            task.memory_mib / mem_cap,
+            np.where(has_gpu, task.total_gpu_milli / gpu_cap, 0.0),
+        ]
+    )
     after = used + req
     imbalance = np.where(has_gpu, after.std(axis=0), after[:2].std(axis=0))
     norms = np.linalg.norm(used, axis=0) * np.linalg.norm(req, axis=0)
@@ -50,9 +56,12 @@ class Balance(RowScoreMixin):
     name = "balance"
     cacheable = True
 
-    def __init__(self, similarity_weight: float = 0.5) -> None:
+    def __init__(self, similarity_weight: float = 0.5, max_gpus: int | None = None) -> None:
         self.similarity_weight = similarity_weight
+        self.max_gpus = max_gpus
 
     def score_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
+        if self.max_gpus is not None and task.gpus > self.max_gpus:
+            return np.zeros(len(rows))
         imbalance, similarity = balance_terms(state.arrays, task, rows)
         return np.clip(100.0 * (1.0 - imbalance - self.similarity_weight * similarity), 0.0, 100.0)

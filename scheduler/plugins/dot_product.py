@@ -29,5 +29,7 @@ class DotProduct(RowScoreMixin):
         arrays: ClusterArrays = state.arrays
         free_cpu = arrays.cpu_free[rows] / self.cpu_scale
         free_gpu = arrays.gpu_free[rows].sum(axis=1) / self.gpu_scale
-        dot = free_cpu * (task.cpu_milli / self.cpu_scale) + free_gpu * (task.total_gpu_milli / self.gpu_scale)
+        dot = free_cpu * (task.cpu_milli / self.cpu_scale) + free_gpu * (
+            task.total_gpu_milli / self.gpu_scale
+        )
         return np.floor(100.0 * (1.0 - dot / 2.0))

@@ -58,7 +58,9 @@ def target_workload(state: CycleState, with_memory: bool = False) -> TargetWorkl
     return cached
 
 
-def fgd_scores(state: CycleState, task: TaskRequest, rows: np.ndarray, wl: TargetWorkload) -> tuple[np.ndarray, np.ndarray]:
+def fgd_scores(
+    state: CycleState, task: TaskRequest, rows: np.ndarray, wl: TargetWorkload
+) -> tuple[np.ndarray, np.ndarray]:
     """(score per row, best GPU slot per row or -1). Rows where the task fits on no GPU score -1."""
     arrays: ClusterArrays = state.arrays
     before = node_fragment(wl, arrays, rows)

@@ -36,7 +36,7 @@ class GpuPacking(RowScoreMixin):
         chosen = fit & (np.cumsum(fit, axis=1) <= k)
         idle_used = (chosen & (ordered == GPU_MILLI)).sum(axis=1)
         partial_sum = np.where(chosen, ordered * 100 // GPU_MILLI, 0).sum(axis=1)
-        idle_all = ((free == GPU_MILLI).sum(axis=1) == arrays.gpu_count[rows])
+        idle_all = (free == GPU_MILLI).sum(axis=1) == arrays.gpu_count[rows]
         n_gpus = arrays.gpu_count[rows]
         case_c = np.maximum(33 - n_gpus, n_gpus)
         case_b = np.maximum(50 - idle_used, 33)

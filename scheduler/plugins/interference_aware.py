@@ -166,7 +166,9 @@ class InterferenceAware:
             verdicts = []
             for g in fitting_gpus(task, node) if task.total_gpu_milli else []:
                 entry = by_slot.get((pos, g))
-                verdicts.append(self._verdict(g, entry) if entry else GpuVerdict(g, True, 1.0, 1.0, 1.0, 0, "alone"))
+                verdicts.append(
+                    self._verdict(g, entry) if entry else GpuVerdict(g, True, 1.0, 1.0, 1.0, 0, "alone")
+                )
             cycle["verdicts"][keys[pos]] = verdicts
             result.append(verdicts)
         return result

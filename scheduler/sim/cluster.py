@@ -44,6 +44,8 @@ class NodeGroup:
     topology: str | None = None
     # (a, b) with a < b -> link class (NV, PIX, PXB, PHB, NODE, SYS).
     links: dict[tuple[int, int], str] = field(default_factory=dict)
+    # The matrix as a ``scheduler.topology`` object for the topology-aware plugin (shared by the nodes).
+    topology_object: Any = None
 
 
 @dataclass
@@ -73,6 +75,7 @@ class ClusterSpec:
                         memory_mib=group.memory_gib * 1024,
                         gpus=gpus,
                         labels={"gpu_model": group.gpu_model},
+                        topology=group.topology_object,
                     )
                 )
                 links.append(group.links)
@@ -101,6 +104,18 @@ def parse_topology_matrix(text: str) -> dict[tuple[int, int], str]:
     if header is None:
         raise ClusterSpecError("topology matrix has no GPU0.. header row")
     return links
+
+
+def _topology_object(text: str, gpu_model: str) -> Any:
+    """``scheduler.topology``'s parse of the matrix, or None when that parser rejects it."""
+    try:
+        from scheduler.topology import parse_topology
+    except ImportError:
+        return None
+    try:
+        return parse_topology(text, gpu_model=gpu_model)
+    except ValueError:
+        return None
 
 
 def _int(raw: dict[str, Any], key: str, default: int | None, where: str) -> int:
@@ -150,7 +165,9 @@ def load_cluster_spec(path_or_name: str | Path, data_dir: Path | None = None) ->
                 topo = topo_dir / topo
             if not topo.is_file():
                 raise ClusterSpecError(f"{where}: topology file not found: {topo}")
-            group.links = parse_topology_matrix(topo.read_text(errors="replace"))
+            text = topo.read_text(errors="replace")
+            group.links = parse_topology_matrix(text)
+            group.topology_object = _topology_object(text, group.gpu_model)
             bad = [k for k in group.links if k[1] >= gpus]
             if bad:
                 raise ClusterSpecError(f"{where}: topology has more GPUs than gpus={gpus}")

@@ -27,15 +27,17 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import math
 import random
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.frag.history import HISTORY_KEY, WorkloadHistory
+from scheduler.frag.fragmentation import ShapeKey, TargetWorkload, task_shape
 from scheduler.framework import BuiltProfile, reserve, schedule, unreserve
 from scheduler.model import GPU_MILLI, ClusterSnapshot, JobRequest, Node, Placement, TaskRequest
 from scheduler.sim.cluster import ClusterSpec
@@ -94,6 +96,8 @@ class _Job:
         "shared",
         "started_at",
         "avoid",
+        "tenant_profile",
+        "shape",
     )
 
     def __init__(self, idx: int, trace: TraceJob, type_idx: int, mem_mib: int) -> None:
@@ -121,6 +125,8 @@ class _Job:
         self.shared = False
         self.started_at = 0.0
         self.avoid: set[int] = set()
+        self.tenant_profile: dict[str, float | str] = {}
+        self.shape: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass
@@ -180,10 +186,21 @@ class Simulator:
         self.node_capacity = np.array([len(n.gpus) * GPU_MILLI for n in self.nodes], dtype=np.int64)
         # Node group = identical hardware (same spec group), for the idle-node reduction.
         self.node_group = [int(n.name[1 : n.name.index("-")]) for n in self.nodes]
-        self.history = WorkloadHistory()
+        self.shape_counts: Counter[ShapeKey] = Counter()
+        self.arrived_tasks = 0
+        self._workload: TargetWorkload | None = None
+        self._workload_at = 0
         self._best_links: dict[tuple[int, int], str | None] = {}
         self.node_sig: list[tuple[object, ...] | None] = [None] * len(self.nodes)
+        # task id -> solo profile of running tasks, for interference-aware plugins.
+        self.task_profiles: dict[str, dict[str, float | str]] = {}
         self.node_running: list[dict[str, Placement]] = [{} for _ in self.nodes]
+        too_big = [j for j in jobs if j.num_gpus > self.total_gpus]
+        if too_big:
+            raise ValueError(
+                f"{len(too_big)} job(s) need more GPUs than the cluster has ({self.total_gpus}), e.g. "
+                f"{too_big[0].job_id} with {too_big[0].num_gpus}; use a bigger cluster spec"
+            )
         self.jobs = self._make_jobs(jobs)
         # Mirrors of attained service for vectorised 2D-LAS rounds.
         self.att = np.zeros(len(self.jobs))
@@ -206,6 +223,7 @@ class Simulator:
             t_idx = choices[int(r * len(choices))]
             job = _Job(idx, tj, t_idx, types[t_idx].memory_mib)
             job.request = self._request(job)
+            job.shape = tuple((t.gpus, t.gpu_milli, t.gpu_memory_mib) for t in job.request.tasks)
             out.append(job)
         return out
 
@@ -250,7 +268,9 @@ class Simulator:
             "batch_size": float(jt.batch_size),
             "gpu_memory_mib": float(job.mem_mib),
             "solo_throughput": float(self.perf.iso_tput.get(jt.name, 0.0)),
+            "job_key": f"gavel:{self.perf.gpu_type}:{jt.name}",
         }
+        job.tenant_profile = {**profile, "slowdown_tolerance": self.cfg.slowdown_tolerance}
         return JobRequest(
             job_id=tj.job_id,
             tasks=tasks,
@@ -270,19 +290,35 @@ class Simulator:
             return (job.trace.duration, job.trace.submit, job.idx)
         return (las_level(job.attained), job.trace.submit, job.idx)
 
+    # The queue is one sorted list per request shape: a cycle skips whole shapes that cannot fit
+    # and merges the rest in key order, instead of rescanning a long prefix of jobs that wait for
+    # more GPUs than are free.
     def _enqueue(self, job: _Job) -> None:
         job.state = PENDING
         job.key = self._key(job)
-        bisect.insort(self.queue, (job.key, job.idx))
+        bisect.insort(self.buckets.setdefault(job.shape, []), (job.key, job.idx))
+        self.waiting += 1
 
     def _dequeue(self, job: _Job) -> None:
-        i = bisect.bisect_left(self.queue, (job.key, job.idx))
-        del self.queue[i]
+        bucket = self.buckets[job.shape]
+        del bucket[bisect.bisect_left(bucket, (job.key, job.idx))]
+        self.waiting -= 1
+
+    def _queue_in_order(self, shapes_ok: Callable[[_Job], bool] | None = None) -> Iterator[int]:
+        """Waiting job indices in queue order, only from shapes ``shapes_ok`` accepts."""
+        lists = []
+        for bucket in self.buckets.values():
+            if bucket and (shapes_ok is None or shapes_ok(self.jobs[bucket[0][1]])):
+                lists.append(bucket)
+        if len(lists) == 1:
+            return (idx for _, idx in lists[0])
+        return (idx for _, idx in heapq.merge(*lists))
 
     # ------------------------------------------------------------------ run
     def run(self) -> SimResult:
         wall0 = time.perf_counter()
-        self.queue: list[tuple[tuple[float, ...], int]] = []
+        self.buckets: dict[tuple[tuple[int, int, int], ...], list[tuple[tuple[float, ...], int]]] = {}
+        self.waiting = 0
         self.heap: list[tuple[float, int, int]] = []
         self.running: set[int] = set()
         self.shared_gids: set[int] = set()
@@ -331,7 +367,8 @@ class Simulator:
                 job = jobs[next_arrival]
                 assert job.request is not None
                 for task in job.request.tasks:
-                    self.history.observe(task)
+                    self.shape_counts[task_shape(task)] += 1
+                    self.arrived_tasks += 1
                 self._enqueue(job)
                 new.append(job)
                 next_arrival += 1
@@ -342,7 +379,7 @@ class Simulator:
                 # Cycles run on the grid of ``cycle_s`` (the platform's beat), batching what happened since.
                 next_cycle = math.ceil(now / quantum - 1e-9) * quantum if quantum > 0 else now
             if now >= next_cycle:
-                if self.queue:
+                if self.waiting:
                     self._cycle(now, None if dirty_freed else [j for j in new if j.state == PENDING])
                 dirty_freed = False
                 new = []
@@ -352,7 +389,7 @@ class Simulator:
             ts.append(now)
             alloc.append(self.alloc_milli / GPU_MILLI)
             useful.append(self.useful)
-            waiting.append(len(self.queue))
+            waiting.append(self.waiting)
         return SimResult(
             policy=self.policy.name,
             cluster=self.spec.name,
@@ -395,7 +432,8 @@ class Simulator:
             if only is not None:
                 source = (j for j in candidates if j.state == PENDING)
             else:
-                source = (self.jobs[idx] for _, idx in self.queue[: self.cfg.scan_limit])
+                ok = _ShapeCheck(fits, budget)
+                source = (self.jobs[idx] for idx in itertools.islice(self._queue_in_order(ok), self.cfg.scan_limit))
             for job in source:
                 if len(offer) >= self.cfg.window or demand >= budget - EPS:
                     break
@@ -411,7 +449,7 @@ class Simulator:
 
     def _offer(self, offer: list[_Job], now: float, failed: set[int]) -> bool:
         nodes, running = self._candidate_nodes(sum(len(j.request.tasks) for j in offer if j.request))
-        snapshot = ClusterSnapshot(nodes=nodes, running=running, now=now)
+        snapshot = ClusterSnapshot(nodes=nodes, running=running, now=now, task_profiles=self.task_profiles)
         requests = []
         for job in offer:
             assert job.request is not None
@@ -419,7 +457,7 @@ class Simulator:
                 job.request.hints["avoid_types"] = ",".join(str(t) for t in sorted(job.avoid))
             requests.append(job.request)
         self.schedule_calls += 1
-        decision = schedule(snapshot, requests, self.built, data={HISTORY_KEY: self.history})
+        decision = schedule(snapshot, requests, self.built, data={"target_workload": self._target_workload()})
         by_job: dict[str, list[Placement]] = {}
         for p in decision.placements:
             by_job.setdefault(p.job_id, []).append(p)
@@ -432,6 +470,17 @@ class Simulator:
             else:
                 failed.add(job.idx)
         return placed_any
+
+    def _target_workload(self) -> TargetWorkload:
+        """FGD's target workload M: the task shapes of every job arrived so far (what an online
+        scheduler knows), rebuilt when arrivals grew by 10 % or 2,000 tasks since the last build."""
+        grown = self.arrived_tasks - self._workload_at
+        if self._workload is None or (grown > 0 and (grown >= 2000 or grown >= 0.1 * self._workload_at)):
+            version = self._workload.version + 1 if self._workload else 1
+            self._workload = TargetWorkload.from_counts(self.shape_counts)
+            self._workload.version = version
+            self._workload_at = self.arrived_tasks
+        return self._workload
 
     def _candidate_nodes(self, tasks: int) -> tuple[list[Node], list[Placement]]:
         """Nodes worth offering, in cluster order, and the placements running on them.
@@ -519,6 +568,7 @@ class Simulator:
             self.node_sig[ni] = None
             reserve(self.nodes[ni], p)
             self.node_running[ni][p.task_id] = p
+            self.task_profiles[p.task_id] = job.tenant_profile
             for gi in p.gpu_indices:
                 gid = self.offsets[ni] + gi
                 self.free_milli[gid] -= p.gpu_milli
@@ -568,6 +618,7 @@ class Simulator:
             self.node_sig[ni] = None
             unreserve(self.nodes[ni], p)
             del self.node_running[ni][p.task_id]
+            self.task_profiles.pop(p.task_id, None)
             for gi in p.gpu_indices:
                 gid = self.offsets[ni] + gi
                 self.free_milli[gid] += p.gpu_milli
@@ -598,7 +649,7 @@ class Simulator:
     # ------------------------------------------------------------------ rounds
     def _round_useful(self) -> bool:
         if self.policy.preemptive:
-            return bool(self.queue) and bool(self.running)
+            return bool(self.waiting) and bool(self.running)
         return bool(self.shared_gids)
 
     def _round(self, now: float) -> bool:
@@ -618,13 +669,13 @@ class Simulator:
                             victim.avoid.add(self.jobs[other].type_idx)
                     self._preempt(victim, now)
                     freed = True
-        if self.policy.preemptive and self.queue:
+        if self.policy.preemptive and self.waiting:
             freed |= self._las_preempt(now)
         return freed
 
     def _las_preempt(self, now: float) -> bool:
         jobs = self.jobs
-        best_pending_level = int(self.queue[0][0][0])
+        best_pending_level = min(int(b[0][0][0]) for b in self.buckets.values() if b)
         if best_pending_level >= len(LAS_THRESHOLDS_GPU_S) or not self.running:
             return False
         ids = np.fromiter(self.running, dtype=np.int64, count=len(self.running))
@@ -639,7 +690,7 @@ class Simulator:
         free = float(self.free_milli.sum()) / GPU_MILLI
         chosen: list[int] = []
         v = 0
-        for _, idx in self.queue[: self.cfg.window]:
+        for idx in itertools.islice(self._queue_in_order(), self.cfg.window):
             job = jobs[idx]
             lvl = int(job.key[0])
             need = job.gpu_eq
@@ -654,6 +705,17 @@ class Simulator:
         for idx in chosen:
             self._preempt(jobs[idx], now)
         return bool(chosen)
+
+
+class _ShapeCheck:
+    """Accepts a request shape when its first job might fit and its demand is within the budget."""
+
+    def __init__(self, fits: _FitCheck, budget: float) -> None:
+        self.fits = fits
+        self.budget = budget
+
+    def __call__(self, job: _Job) -> bool:
+        return job.gpu_eq <= self.budget + EPS and self.fits(job)
 
 
 class _FitCheck:
@@ -681,7 +743,10 @@ class _FitCheck:
                     ok = bool((self._idle() >= task.gpus).any())
                 else:
                     ok = bool(
-                        ((self.sim.free_milli >= task.gpu_milli) & (self.sim.free_mem >= task.gpu_memory_mib)).any()
+                        (
+                            (self.sim.free_milli >= task.gpu_milli)
+                            & (self.sim.free_mem >= task.gpu_memory_mib)
+                        ).any()
                     )
                 self._cache[key] = ok
             if not ok:

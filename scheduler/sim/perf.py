@@ -121,9 +121,9 @@ class PerfModel:
         n = len(self.job_types)
         # Dense matrix by job-type index for the hot path.
         self.norm_matrix: list[list[float]] = [[0.0] * n for _ in range(n)]
-        for i, a in enumerate(self.job_types):
-            for j, b in enumerate(self.job_types):
-                self.norm_matrix[i][j] = self._lookup(a.name, b.name)
+        for i, ta in enumerate(self.job_types):
+            for j, tb in enumerate(self.job_types):
+                self.norm_matrix[i][j] = self._lookup(ta.name, tb.name)
 
     def index(self, name: str) -> int:
         return self._index[name]

@@ -19,7 +19,9 @@ def plot_report(report: dict[str, Any], out: Path) -> None:
     for name, s in policies.items():
         cdf = np.asarray(s["jct_cdf_s"], dtype=float)
         ys = np.linspace(0, 1, len(cdf))
-        (line,) = ax_cdf.plot(np.maximum(cdf, 1.0) / 3600.0, ys, label=f"{name} (avg {s['avg_jct_s'] / 3600:.1f} h)")
+        (line,) = ax_cdf.plot(
+            np.maximum(cdf, 1.0) / 3600.0, ys, label=f"{name} (avg {s['avg_jct_s'] / 3600:.1f} h)"
+        )
         tl = s["timeline"]
         if tl["t"]:
             t_days = np.asarray(tl["t"]) / 86400.0
@@ -37,7 +39,9 @@ def plot_report(report: dict[str, Any], out: Path) -> None:
     ax_util.legend(fontsize=8)
     ax_util.grid(alpha=0.3)
     cluster = report["cluster"]
-    fig.suptitle(f"{Path(report['trace']).name} on {cluster['name']} ({cluster['total_gpus']} GPUs), {report['jobs']} jobs")
+    fig.suptitle(
+        f"{Path(report['trace']).name} on {cluster['name']} ({cluster['total_gpus']} GPUs), {report['jobs']} jobs"
+    )
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import scheduler.sim.placement  # noqa: F401  (registers the sim_* plugins)
-from scheduler.framework import Profile
+from scheduler.framework import REGISTRY, Profile, _load_builtin_plugins
 from scheduler.profiles import get_profile
 
 CONTEXT_MIB = 512
@@ -58,13 +58,34 @@ def las_level(attained_gpu_s: float) -> int:
     return bisect.bisect_right(LAS_THRESHOLDS_GPU_S, attained_gpu_s)
 
 
+def ours_profile() -> Profile:
+    """The platform's ``default`` profile, completed into the full profile the issue compares:
+    the ``interference_aware`` filter and score and the ``topology_aware`` score and multi-GPU
+    chooser are added when those plugins exist and the default does not already use them."""
+    base = get_profile("default")
+    _load_builtin_plugins()
+    filters = list(base.filters)
+    scores = dict(base.scores)
+    weight = sum(scores.values()) or 1.0
+    multi = base.multi_gpu_chooser
+    if "interference_aware" in REGISTRY and "interference_aware" not in base.plugin_names():
+        filters.append("interference_aware")
+        scores["interference_aware"] = weight
+    if "topology_aware" in REGISTRY and "topology_aware" not in base.plugin_names():
+        scores["topology_aware"] = weight
+        multi = multi or "topology_aware"
+    return replace(base, name="ours", filters=tuple(filters), scores=scores, multi_gpu_chooser=multi)
+
+
 def _whole(name: str, score: str) -> Profile:
     return Profile(name=name, filters=("resource_fit",), scores={score: 1.0}, gpu_chooser="first_fit_gpus")
 
 
 def make_policy(name: str) -> Policy:
     if name == "k8s":
-        return Policy(name, "fifo", "none", _whole("sim-k8s", "sim_least_allocated"), description="Kubernetes default")
+        return Policy(
+            name, "fifo", "none", _whole("sim-k8s", "sim_least_allocated"), description="Kubernetes default"
+        )
     if name == "fifo":
         return Policy(name, "fifo", "none", _whole("sim-fifo", "sim_most_allocated"), description="FIFO")
     if name == "sjf":
@@ -92,8 +113,8 @@ def make_policy(name: str) -> Policy:
         return Policy(name, "fifo", "memory", profile, description="gpushare memory binpack")
     if name == "ours":
         return Policy(
-            name, "las", "half", get_profile("default"), preemptive=True,
-            description="platform default profile, 2D-LAS, fractional GPUs",
+            name, "las", "half", ours_profile(), preemptive=True,
+            description="platform default profile (+ interference/topology plugins), 2D-LAS, fractional GPUs",
         )  # fmt: skip
     raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")
 

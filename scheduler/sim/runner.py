@@ -81,14 +81,64 @@ def _ratios(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]
             "avg_jct": s["avg_jct_s"] / base["avg_jct_s"] if base["avg_jct_s"] else float("nan"),
             "useful_util": s["useful_util"] / base["useful_util"] if base["useful_util"] else float("nan"),
             "useful_util_contended": (
-                s["useful_util_contended"] / base["useful_util_contended"] if base["useful_util_contended"] else float("nan")
+                s["useful_util_contended"] / base["useful_util_contended"]
+                if base["useful_util_contended"]
+                else float("nan")
             ),
         }
     return out
 
 
-def load_inputs(trace_path: Path, cluster: str, data_dir: Path, seed: int) -> tuple[Trace, ClusterSpec, PerfModel]:
+def load_inputs(
+    trace_path: Path, cluster: str, data_dir: Path, seed: int
+) -> tuple[Trace, ClusterSpec, PerfModel]:
     trace = load_trace(trace_path, seed=seed)
     spec = load_cluster_spec(cluster, data_dir)
     perf = load_perf_model(data_dir / "interference" / "gavel", spec.gavel_gpu_type)
     return trace, spec, perf
+
+
+MEAN_KEYS = (
+    "avg_jct_s",
+    "median_jct_s",
+    "p95_jct_s",
+    "p99_jct_s",
+    "avg_queueing_s",
+    "makespan_s",
+    "gpu_alloc_util",
+    "useful_util",
+    "gpu_alloc_util_contended",
+    "useful_util_contended",
+    "tolerance_violations",
+    "preemptions",
+    "jobs_per_s",
+    "jobs_per_cpu_s",
+)
+
+
+def mean_report(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several traces on one cluster: per policy, the mean of each scalar metric over the traces
+    (``policies``), the ratios of those means, and every per-trace report under ``per_trace``."""
+    first = reports[0]
+    policies: dict[str, dict[str, Any]] = {}
+    for name in first["policies"]:
+        rows = [r["policies"][name] for r in reports]
+        mean = {k: sum(float(r[k] or 0.0) for r in rows) / len(rows) for k in MEAN_KEYS}
+        policies[name] = {
+            "policy": name,
+            "traces": len(rows),
+            "jobs": sum(r["jobs"] for r in rows),
+            **mean,
+            "description": rows[0]["description"],
+            "profile": rows[0]["profile"],
+        }
+    return {
+        "traces": [r["trace"] for r in reports],
+        "jobs": sum(r["jobs"] for r in reports),
+        "cluster": first["cluster"],
+        "config": first["config"],
+        "policies": policies,
+        "ratios_vs_k8s": _ratios(policies),
+        "per_trace": reports,
+        "published_context": PUBLISHED_SIMULATOR_RATE,
+    }

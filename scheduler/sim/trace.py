@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import math
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -142,7 +143,7 @@ def load_trace(path: str | Path, seed: int = 0) -> Trace:
     return Trace(jobs=jobs, report=report)
 
 
-def _rows(reader: csv.Reader, path: Path) -> list[list[str]]:
+def _rows(reader: Iterator[list[str]], path: Path) -> list[list[str]]:
     try:
         return list(reader)
     except csv.Error as exc:

@@ -6,11 +6,12 @@ uplinks), every request size 1..free: the predicted ring bandwidth ``R_pen`` of 
 exhaustive optimum (every subset scored by the reference ``cost.ring_bandwidth``, independent of the
 tables our search uses), besteffort, first fit and random.
 
-Sequential arrivals: a seeded stream of 1/2/4/8-GPU requests (probabilities 0.4/0.3/0.2/0.1, sizes
-above the node dropped) arriving as a Poisson process with exponential durations sized for ~80% load,
-served FIFO; per policy, how many multi-GPU requests got a set as good as the best on the idle node
-("ideal") and as good as the best among the GPUs free at that moment ("state-optimal"), the mean
-predicted iteration time (``CommProfile`` defaults) and the mean wait.
+Sequential arrivals: ``streams`` seeded streams of 1/2/4/8-GPU requests (probabilities
+0.4/0.3/0.2/0.1, sizes above the node dropped) arriving as a Poisson process with exponential
+durations sized for the offered load, served FIFO; per policy, how many multi-GPU requests got a set
+as good as the best on the idle node ("ideal") and as good as the best among the GPUs free at that
+moment ("state-optimal"), the mean predicted iteration time and all-reduce time of multi-GPU requests
+(``CommProfile`` defaults: 0.2 s compute, 100 MB gradients) and the mean wait.
 """
 
 from __future__ import annotations
@@ -227,21 +228,23 @@ def request_stream(n: int, count: int, seed: int, load: float = 0.8) -> list[tup
 
 
 def sequential(
-    topo: Topology, *, requests: int, seed: int, load: float = 0.8, job: CommProfile | None = None
+    topo: Topology,
+    *,
+    requests: int,
+    seed: int,
+    load: float = 0.8,
+    streams: int = 1,
+    job: CommProfile | None = None,
 ) -> dict[str, Any]:
-    """The sequential-arrival experiment on one topology, every policy on the same stream."""
+    """The sequential-arrival experiment on one topology: every policy on the same ``streams``
+    seeded streams (seeds ``seed .. seed + streams - 1``), counts summed over the streams."""
     job = job or CommProfile()
     n = topo.gpu_count
-    stream = request_stream(n, requests, seed, load)
     ref = _Reference(topo)
     tables = tables_for(topo)
     ideal = {k: float(tables.ring[tables.counts == k].max()) for k in range(2, n + 1)}
     out: dict[str, Any] = {}
     for name in POLICIES:
-        fn = _policy(name, topo, np.random.default_rng(seed + 7))
-        queue: list[tuple[float, int, float]] = []
-        ending: list[tuple[float, tuple[int, ...]]] = []
-        free = set(range(n))
         stats: dict[str, Any] = {
             "placed": 0,
             "multi_gpu": 0,
@@ -251,56 +254,84 @@ def sequential(
             "wait": [],
             "times": [],
         }
-        events = iter(stream)
-        upcoming = next(events, None)
-        now = 0.0
         unplaceable = 0
-        while upcoming is not None or queue or ending:
-            next_end = min((e[0] for e in ending), default=INF)
-            if upcoming is not None and upcoming[0] <= next_end:
-                now = upcoming[0]
-                queue.append(upcoming)
-                upcoming = next(events, None)
-            else:
-                now = next_end
-                done = [e for e in ending if e[0] == next_end]
-                for e in done:
-                    ending.remove(e)
-                    free |= set(e[1])
-            while queue:
-                arrival, size, duration = queue[0]
-                if size > len(free):
-                    break
-                running = tuple(tuple(sorted(e[1])) for e in ending if len(e[1]) > 1)
-                with _Clock() as clock:
-                    pick = fn(sorted(free), size, running)
-                if pick is None:  # besteffort beyond its partition budget
-                    unplaceable += 1
-                    queue.pop(0)
-                    continue
-                queue.pop(0)
-                stats["times"].append(clock.sample)
-                stats["placed"] += 1
-                stats["wait"].append(now - arrival)
-                if size > 1:
-                    got = ref.bandwidth(pick, running)
-                    stats["multi_gpu"] += 1
-                    stats["ideal"] += int(got >= ideal[size] * (1 - _REL))
-                    stats["state_optimal"] += int(_same(got, ref.optimum(sorted(free), size, running)))
-                    stats["iter"].append(iteration_time(size, got, job))
-                free -= set(pick)
-                ending.append((now + duration, pick))
+        for stream_seed in range(seed, seed + streams):
+            unplaceable += _replay(
+                topo,
+                request_stream(n, requests, stream_seed, load),
+                _policy(name, topo, np.random.default_rng(stream_seed + 7)),
+                ref,
+                ideal,
+                job,
+                stats,
+            )
         out[name] = {
             "placed": stats["placed"],
             "multi_gpu_placed": stats["multi_gpu"],
             "ideal_placements": stats["ideal"],
             "state_optimal_placements": stats["state_optimal"],
             "mean_iteration_s": float(np.mean(stats["iter"])) if stats["iter"] else None,
+            "mean_allreduce_ms": float(np.mean(stats["iter"]) - job.compute_s) * 1e3
+            if stats["iter"]
+            else None,
             "mean_wait": float(np.mean(stats["wait"])) if stats["wait"] else None,
             "skipped": unplaceable,
             "decision_time": _timing(stats["times"]),
         }
     return out
+
+
+def _replay(
+    topo: Topology,
+    stream: list[tuple[float, int, float]],
+    fn: Callable[[list[int], int, tuple[tuple[int, ...], ...]], tuple[int, ...] | None],
+    ref: _Reference,
+    ideal: dict[int, float],
+    job: CommProfile,
+    stats: dict[str, Any],
+) -> int:
+    """Serve one stream FIFO with policy ``fn``, adding to ``stats``; returns requests skipped."""
+    queue: list[tuple[float, int, float]] = []
+    ending: list[tuple[float, tuple[int, ...]]] = []
+    free = set(range(topo.gpu_count))
+    events = iter(stream)
+    upcoming = next(events, None)
+    now = 0.0
+    skipped = 0
+    while upcoming is not None or queue or ending:
+        next_end = min((e[0] for e in ending), default=INF)
+        if upcoming is not None and upcoming[0] <= next_end:
+            now = upcoming[0]
+            queue.append(upcoming)
+            upcoming = next(events, None)
+        else:
+            now = next_end
+            for e in [e for e in ending if e[0] == next_end]:
+                ending.remove(e)
+                free |= set(e[1])
+        while queue:
+            arrival, size, duration = queue[0]
+            if size > len(free):
+                break
+            running = tuple(tuple(sorted(e[1])) for e in ending if len(e[1]) > 1)
+            with _Clock() as clock:
+                pick = fn(sorted(free), size, running)
+            queue.pop(0)
+            if pick is None:  # besteffort beyond its partition budget
+                skipped += 1
+                continue
+            stats["times"].append(clock.sample)
+            stats["placed"] += 1
+            stats["wait"].append(now - arrival)
+            if size > 1:
+                got = ref.bandwidth(pick, running)
+                stats["multi_gpu"] += 1
+                stats["ideal"] += int(got >= ideal[size] * (1 - _REL))
+                stats["state_optimal"] += int(_same(got, ref.optimum(sorted(free), size, running)))
+                stats["iter"].append(iteration_time(size, got, job))
+            free -= set(pick)
+            ending.append((now + duration, pick))
+    return skipped
 
 
 def table_build_ms(topo: Topology) -> float:
@@ -310,7 +341,13 @@ def table_build_ms(topo: Topology) -> float:
 
 
 def evaluate(
-    topologies: list[tuple[str, Topology]], *, states: int, requests: int, seed: int, load: float = 0.8
+    topologies: list[tuple[str, Topology]],
+    *,
+    states: int,
+    requests: int,
+    seed: int,
+    load: float = 0.8,
+    streams: int = 1,
 ) -> dict[str, Any]:
     """Run both experiments on every topology; targets summarised under ``targets``."""
     results: dict[str, Any] = {}
@@ -324,7 +361,7 @@ def evaluate(
             "generation": topo.generation.name,
             "table_build_ms": build,
             "single": single_requests(topo, states=states, seed=seed),
-            "sequential": sequential(topo, requests=requests, seed=seed, load=load),
+            "sequential": sequential(topo, requests=requests, seed=seed, load=load, streams=streams),
         }
     return {"topologies": results, "targets": _targets(results)}
 

@@ -16,6 +16,7 @@ from scheduler.topology.links import canonical_class
 
 _AFFINITY = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID")
 _GPU = re.compile(r"GPU(\d+)$")
+_AFFINITY_VALUE = re.compile(r"^(N/A|[0-9][0-9,\-]*)$")
 _NIC_LEGEND = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 
 
@@ -85,12 +86,28 @@ def parse_topology(text: str, *, gpu_model: str = "", source: str = "") -> Topol
             )
         if label in rows:
             raise TopologyParseError(f"line {lineno}: row '{label}' appears twice")
-        links = cells[1 : 1 + len(devices)]
         is_gpu = devices.index(label) < n_gpus
-        if is_gpu and len(links) < len(devices):
-            raise TopologyParseError(
-                f"line {lineno}: row {label} has {len(links)} link cells, the header has {len(devices)} devices"
-            )
+        if is_gpu:
+            if len(cells) - 1 < n_gpus:
+                raise TopologyParseError(
+                    f"line {lineno}: row {label} has {len(cells) - 1} cells, the header has {n_gpus} GPUs"
+                )
+            # NIC cells follow while they read as link codes (copies sometimes lose them); what is left
+            # is the affinity columns.
+            count = n_gpus
+            while count < len(devices) and count + 1 < len(cells) and canonical_class(cells[count + 1]):
+                count += 1
+            if (
+                count < len(devices)
+                and count + 1 < len(cells)
+                and not _AFFINITY_VALUE.match(cells[count + 1])
+            ):
+                raise TopologyParseError(
+                    f"line {lineno}: unknown link code '{cells[count + 1]}' in column {devices[count]}"
+                )
+        else:
+            count = min(len(devices), len(cells) - 1)
+        links = cells[1 : 1 + count]
         for column, cell in zip(devices, links, strict=False):
             if canonical_class(cell) is None:
                 raise TopologyParseError(f"line {lineno}: unknown link code '{cell}' in column {column}")
@@ -98,7 +115,7 @@ def parse_topology(text: str, *, gpu_model: str = "", source: str = "") -> Topol
                 raise TopologyParseError(f"line {lineno}: cell {label}/{column} is '{cell}'")
         if is_gpu:
             gpu = devices.index(label)
-            for name, value in zip(affinity_columns, cells[1 + len(devices) :], strict=False):
+            for name, value in zip(affinity_columns, cells[1 + count :], strict=False):
                 affinity[name][gpu] = value
         rows[label] = (lineno, links)
     # The legends follow; only the NIC legend carries information (NIC# -> device name).
@@ -128,7 +145,9 @@ def parse_topology(text: str, *, gpu_model: str = "", source: str = "") -> Topol
                     f"{rows[f'GPU{j}'][1][i]} (matrix not symmetric)"
                 )
     gpu_nic = tuple(
-        tuple(canonical_class(c) or "" for c in rows[f"GPU{i}"][1][n_gpus:]) for i in range(n_gpus)
+        tuple(canonical_class(c) or "" for c in rows[f"GPU{i}"][1][n_gpus:])
+        + ("",) * (len(nics) - len(rows[f"GPU{i}"][1]) + n_gpus)
+        for i in range(n_gpus)
     )
     return Topology(
         classes=tuple(tuple(r) for r in classes),

@@ -50,19 +50,50 @@
     return edges;
   }
 
-  /* Connected components of the NVLink graph: GPUs that can talk over NVLink (directly or not). */
+  /* NVLink groups: the largest sets of GPUs in which every pair has a direct NVLink (maximal cliques,
+   * Bron-Kerbosch, then chosen greedily without overlap). DGX-1's hybrid cube-mesh gives two quads,
+   * an NVSwitch board one group of all GPUs, PCIe-only nodes none. */
   function nvlinkGroups(count, edges) {
-    const parent = Array.from({ length: count }, function (_, i) { return i; });
-    function find(x) { while (parent[x] !== x) { parent[x] = parent[parent[x]]; x = parent[x]; } return x; }
-    for (const e of edges) parent[find(e[0])] = find(e[1]);
-    const groups = {};
-    for (let i = 0; i < count; i++) (groups[find(i)] = groups[find(i)] || []).push(i);
-    return Object.values(groups).filter(function (g) { return g.length > 1; });
+    const adj = Array.from({ length: count }, function () { return new Set(); });
+    for (const e of edges) { adj[e[0]].add(e[1]); adj[e[1]].add(e[0]); }
+    const cliques = [];
+    (function bk(r, p, x) {
+      if (!p.length && !x.length) { if (r.length > 1) cliques.push(r.slice().sort(function (a, b) { return a - b; })); return; }
+      for (const v of p.slice()) {
+        bk(r.concat([v]), p.filter(function (u) { return adj[v].has(u); }), x.filter(function (u) { return adj[v].has(u); }));
+        p = p.filter(function (u) { return u !== v; });
+        x = x.concat([v]);
+      }
+    })([], Array.from({ length: count }, function (_, i) { return i; }), []);
+    cliques.sort(function (a, b) { return b.length - a.length || a[0] - b[0]; });
+    const used = new Set();
+    const groups = [];
+    for (const c of cliques) {
+      if (c.some(function (g) { return used.has(g); })) continue;
+      c.forEach(function (g) { used.add(g); });
+      groups.push(c);
+    }
+    return groups.sort(function (a, b) { return a[0] - b[0]; });
+  }
+
+  // Neutral tones and letters, so groups are never mistaken for the job colours of the segments.
+  const GROUP_COLORS = ["#1e293b", "#64748b", "#334155", "#94a3b8"];
+  const GROUP_NAMES = "ABCDEFGH";
+
+  function groupOf(groups, gpuIndex) {
+    for (let i = 0; i < groups.length; i++) if (groups[i].includes(gpuIndex)) return i;
+    return -1;
+  }
+
+  function range(group) {
+    const contiguous = group.every(function (g, i) { return i === 0 || g === group[i - 1] + 1; });
+    return contiguous && group.length > 2 ? group[0] + "–" + group[group.length - 1] : group.join(",");
   }
 
   function topologyFigure(node) {
     const count = node.gpus.length;
     const edges = nvlinks(node.topology);
+    const groups = nvlinkGroups(count, edges);
     const wrap = el("figure", { class: "topo" });
     if (!count) return wrap;
     const size = 92;
@@ -81,7 +112,10 @@
       const line = document.createElementNS(SVG, "line");
       line.setAttribute("x1", pos[e[0]][0]); line.setAttribute("y1", pos[e[0]][1]);
       line.setAttribute("x2", pos[e[1]][0]); line.setAttribute("y2", pos[e[1]][1]);
-      line.setAttribute("stroke", "#2f7d32");
+      const ga = groupOf(groups, e[0]);
+      const same = ga >= 0 && ga === groupOf(groups, e[1]);
+      line.setAttribute("stroke", same ? GROUP_COLORS[ga % GROUP_COLORS.length] : "#a3acb9");
+      if (!same) line.setAttribute("stroke-dasharray", "3 2");
       line.setAttribute("stroke-width", String(0.8 + e[2] * 0.9));
       line.setAttribute("class", "nvlink");
       svg.appendChild(line);
@@ -91,7 +125,9 @@
       const c = document.createElementNS(SVG, "circle");
       c.setAttribute("cx", pos[i][0]); c.setAttribute("cy", pos[i][1]); c.setAttribute("r", "8");
       c.setAttribute("fill", gpu.used_milli >= 1000 ? "#14233a" : gpu.used_milli > 0 ? "#5b7fb5" : "#ffffff");
-      c.setAttribute("stroke", "#14233a");
+      const gi = groupOf(groups, gpu.index);
+      c.setAttribute("stroke", gi >= 0 ? GROUP_COLORS[gi % GROUP_COLORS.length] : "#14233a");
+      c.setAttribute("stroke-width", "2");
       const t = document.createElementNS(SVG, "text");
       t.setAttribute("x", pos[i][0]); t.setAttribute("y", pos[i][1] + 3.5);
       t.setAttribute("text-anchor", "middle"); t.setAttribute("font-size", "9");
@@ -100,25 +136,31 @@
       g.appendChild(c); g.appendChild(t); svg.appendChild(g);
     });
     wrap.appendChild(svg);
-    const groups = nvlinkGroups(count, edges);
     let note;
     if (!node.topology) note = "topology unknown";
     else if (!edges.length) {
       const cell = node.topology.links && node.topology.links[0] && node.topology.links[0][1];
       note = "no NVLink" + (cell ? " (PCIe " + cell + ")" : "");
-    } else note = "NVLink groups: " + groups.map(function (g) { return "{" + g.join(",") + "}"; }).join(" ");
+    } else {
+      note = "NVLink groups: " + groups.map(function (g, i) { return GROUP_NAMES[i % 8] + " {" + range(g) + "}"; }).join(", ");
+      if (groups.length > 1) note += ", linked across";
+    }
     wrap.appendChild(el("figcaption", { class: "topo-note", text: note }));
     return wrap;
   }
 
-  function gpuItem(node, gpu, links) {
+  function gpuItem(node, gpu, links, groups) {
     const segs = el("div", { class: "gpu-bar" });
     const texts = [];
     for (const a of gpu.allocations) {
       const key = allocationKey(a);
       texts.push(allocationText(a));
-      segs.appendChild(el("span", {
+      const own = a.job_id !== null && a.job_id !== undefined;
+      // Your own jobs' segments link to the job (mouse); keyboard users get the tile's description.
+      segs.appendChild(el(own ? "a" : "span", {
         class: "seg",
+        href: own ? "/jobs/" + a.job_id + "/" : null,
+        tabindex: own ? "-1" : null,
         title: allocationText(a),
         "data-job-id": a.job_id === null || a.job_id === undefined ? "" : a.job_id,
         "data-team": a.team || "",
@@ -130,14 +172,16 @@
     const hasUtil = typeof gpu.utilization_pct === "number";
     const peers = links.filter(function (e) { return e[0] === gpu.index || e[1] === gpu.index; })
       .map(function (e) { return "GPU " + (e[0] === gpu.index ? e[1] : e[0]) + " ×" + e[2]; });
-    const label = "GPU " + gpu.index + " of " + node.name + ": " + gpu.used_milli + " of 1000 milli-GPU allocated, " +
+    const gi = groupOf(groups, gpu.index);
+    const label = "GPU " + gpu.index + " of " + node.name + (gi >= 0 ? " (NVLink group " + GROUP_NAMES[gi % 8] + ": GPUs " + range(groups[gi]) + ")" : "") + ": " + gpu.used_milli + " of 1000 milli-GPU allocated, " +
       gpu.used_memory_mib + " of " + gpu.memory_mib + " MiB memory" + (hasUtil ? ", utilisation " + gpu.utilization_pct + "%" : "") +
       (texts.length ? "; " + texts.join("; ") : "; free") + (peers.length ? "; NVLink to " + peers.join(", ") : "");
     return el("li", {
       class: "gpu", tabindex: "0", "aria-label": label, title: label,
       "data-node": node.name, "data-gpu": gpu.index, "data-used-milli": gpu.used_milli,
     }, [
-      el("span", { class: "gpu-label", text: "GPU " + gpu.index }),
+      el("span", { class: "gpu-label", text: "GPU " + gpu.index + (gi >= 0 && groups.length > 1 ? " " + GROUP_NAMES[gi % 8] : ""),
+        style: gi >= 0 ? { borderLeft: "4px solid " + GROUP_COLORS[gi % GROUP_COLORS.length], paddingLeft: "3px" } : { paddingLeft: "7px" } }),
       el("div", { class: "gpu-bars" }, [segs, el("div", { class: "mem-bar" }, [el("span", { style: { width: memPct + "%" } })])]),
       el("span", { class: "gpu-pct", text: hasUtil ? gpu.utilization_pct + "% util" : Math.round(gpu.used_milli / 10) + "%" }),
     ]);
@@ -145,16 +189,17 @@
 
   function nodeCard(node) {
     const links = nvlinks(node.topology);
+    const groups = nvlinkGroups(node.gpus.length, links);
     const cpu = Math.round(node.used_cpu_milli / 1000) + "/" + Math.round(node.cpu_milli / 1000) + " CPU";
     const mem = Math.round(node.used_memory_mib / 1024) + "/" + Math.round(node.memory_mib / 1024) + " GiB";
     const meta = [node.gpu_model || "no GPU", node.gpus.length + " GPU" + (node.gpus.length === 1 ? "" : "s"), cpu, mem];
     if (node.driver_version) meta.push("driver " + node.driver_version);
     if (!node.schedulable) meta.push("not schedulable");
     return el("article", { class: "node" + (node.schedulable ? "" : " unschedulable"), id: "node-" + node.name, "data-node": node.name, "aria-label": "Node " + node.name }, [
-      el("h3", { text: node.name + (node.virtual ? " (simulated)" : "") }),
+      el("h3", { text: node.name + (node.virtual ? " (virtual GPUs)" : "") }),
       el("p", { class: "node-meta", text: meta.join(" · ") }),
       el("div", { class: "node-body" }, [
-        el("ul", { class: "gpus", "aria-label": "GPUs of " + node.name }, node.gpus.map(function (g) { return gpuItem(node, g, links); })),
+        el("ul", { class: "gpus", "aria-label": "GPUs of " + node.name }, node.gpus.map(function (g) { return gpuItem(node, g, links, groups); })),
         topologyFigure(node),
       ]),
     ]);
@@ -215,7 +260,8 @@
     if (!window.Plotly || !target) return;
     const x = history.map(function (h) { return new Date(h.t); });
     const trace = function (name, key, color) {
-      return { x: x, y: history.map(function (h) { return h[key]; }), name: name, mode: "lines", line: { color: color, width: 2, shape: "hv" } };
+      return { x: x, y: history.map(function (h) { return h[key]; }), name: name, mode: "lines+markers",
+        marker: { size: 4 }, line: { color: color, width: 2, shape: "hv" } };
     };
     window.Plotly.react(target, [
       trace("GPUs allocated", "allocated", "#1f5fbf"),
@@ -224,6 +270,10 @@
     ], {
       margin: { l: 40, r: 10, t: 10, b: 40 }, height: 280,
       legend: { orientation: "h", y: -0.25 }, yaxis: { rangemode: "tozero" },
+      // At least a minute wide, so a few samples do not make sub-second ticks.
+      xaxis: { type: "date", tickformat: "%H:%M:%S", range: history.length ? [
+        new Date(Math.min(history[0].t, history[history.length - 1].t - 60000)),
+        new Date(history[history.length - 1].t + 1000)] : undefined },
       paper_bgcolor: "#ffffff", plot_bgcolor: "#ffffff", font: { family: "system-ui, sans-serif", color: "#1b2430" },
     }, { displayModeBar: false, responsive: true });
   }

@@ -62,8 +62,11 @@
   function collect() {
     const spec = Object.assign({}, extras);
     spec.name = $("f-name").value.trim();
-    if ($("f-team").value) spec.team = parseInt($("f-team").value, 10);
-    if ($("f-image").value) spec.image = parseInt($("f-image").value, 10);
+    // Slug and name:tag rather than ids: the API takes both, and they read well in the YAML view.
+    const team = $("f-team").selectedOptions[0];
+    if (team) spec.team = team.dataset.slug || parseInt(team.value, 10);
+    const image = $("f-image").selectedOptions[0];
+    if (image) spec.image = image.dataset.reference || parseInt(image.value, 10);
     spec.command = $("f-command").value;
     const m = mode();
     delete spec.gpus; delete spec.gpu_milli; delete spec.gpu_memory_mib;

@@ -13,10 +13,10 @@
     { type: "scatter", mode: "lines+markers", x: data.days, y: cumulative, name: "Total this month", yaxis: "y2", line: { color: "#c2410c", width: 2 } },
   ];
   window.Plotly.newPlot(target, traces, {
-    margin: { l: 50, r: 50, t: 10, b: 50 }, height: 300, bargap: 0.2,
+    margin: { l: 60, r: 80, t: 10, b: 50 }, height: 300, bargap: 0.2,
     legend: { orientation: "h", y: -0.25 },
-    yaxis: { title: { text: "per day" }, rangemode: "tozero" },
-    yaxis2: { title: { text: "total (budget " + data.budget + ")" }, overlaying: "y", side: "right", rangemode: "tozero" },
+    yaxis: { title: { text: "per day" }, rangemode: "tozero", exponentformat: "none" },
+    yaxis2: { title: { text: "total (budget " + data.budget + ")" }, overlaying: "y", side: "right", rangemode: "tozero", exponentformat: "none", showgrid: false },
     paper_bgcolor: "#ffffff", plot_bgcolor: "#ffffff", font: { family: "system-ui, sans-serif", color: "#1b2430" },
   }, { displayModeBar: false, responsive: true });
 })();

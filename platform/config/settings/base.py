@@ -168,6 +168,25 @@ SIM_CLUSTER = env_str("SIM_CLUSTER", "demo")
 SIM_STATE_PATH = env_str("SIM_STATE_PATH", str(VAR_DIR / "simulated-cluster.json"))
 KUBERNETES_NAMESPACE = env_str("KUBERNETES_NAMESPACE", "gpu-jobs")
 KUBERNETES_SCHEDULER_NAME = env_str("KUBERNETES_SCHEDULER_NAME", "gpu-platform-scheduler")
+# Local backend (CLUSTER_BACKEND=local): this machine is the one node and tasks really run on it,
+# each in a folder under LOCAL_WORK_DIR (see docs/local-backend.md). GPUs come from NVML when a driver
+# is present (LOCAL_GPUS=auto), else LOCAL_VIRTUAL_GPUS virtual GPUs marked as such ("virtual" forces
+# them, "nvml" refuses to start without a driver). LOCAL_CONTAINERS: "auto" runs a job in Docker when
+# an engine is reachable and already has the job's image, "always" requires Docker, "never" uses
+# processes only. LOCAL_CPU_MILLI / LOCAL_MEMORY_MIB = 0 means "what the machine has".
+LOCAL_WORK_DIR = env_str("LOCAL_WORK_DIR", str(VAR_DIR / "local-tasks"))
+LOCAL_NODE_NAME = env_str("LOCAL_NODE_NAME", "")
+LOCAL_GPUS = env_str("LOCAL_GPUS", "auto")
+LOCAL_VIRTUAL_GPUS = env_int("LOCAL_VIRTUAL_GPUS", 2)
+LOCAL_VIRTUAL_GPU_MODEL = env_str("LOCAL_VIRTUAL_GPU_MODEL", "Virtual GPU")
+LOCAL_VIRTUAL_GPU_MEMORY_MIB = env_int("LOCAL_VIRTUAL_GPU_MEMORY_MIB", 16384)
+LOCAL_CPU_MILLI = env_int("LOCAL_CPU_MILLI", 0)
+LOCAL_MEMORY_MIB = env_int("LOCAL_MEMORY_MIB", 0)
+LOCAL_STOP_GRACE_SECONDS = env_float("LOCAL_STOP_GRACE_SECONDS", 10.0)
+LOCAL_CONTAINERS = env_str("LOCAL_CONTAINERS", "auto")
+LOCAL_DOCKER_HOST = env_str("LOCAL_DOCKER_HOST", "")
+# Extra variables of the platform's environment that tasks inherit (besides PATH, HOME, LANG, ...).
+LOCAL_PASSTHROUGH_ENV = env_list("LOCAL_PASSTHROUGH_ENV", [])
 API_TOKEN_TTL_DAYS = env_int("API_TOKEN_TTL_DAYS", 90)
 
 LOGGING = {

@@ -56,7 +56,7 @@ from scheduler.backends.base import (
 )
 from scheduler.backends.local import containers, runner
 from scheduler.backends.local.environment import task_environment
-from scheduler.backends.local.inventory import GpuInventory, gpu_inventory, machine_node
+from scheduler.backends.local.inventory import GPU_MODES, GpuInventory, gpu_inventory, machine_node
 from scheduler.backends.simulated import PlacementConflictError
 from scheduler.model import GPU_MILLI, ClusterSnapshot, Node, Placement
 
@@ -152,6 +152,8 @@ class TaskRecord:
     pgid: int | None
     child_identity: str | None
     container_id: str
+    # The runner recorded how the task ended (so it also cleaned up the process group).
+    has_exit: bool
 
     @property
     def live(self) -> bool:
@@ -205,6 +207,8 @@ class LocalBackend:
             raise ValueError(
                 f"unknown container mode {containers_mode!r}; use one of {', '.join(containers.CONTAINER_MODES)}"
             )
+        if gpu_mode not in GPU_MODES:
+            raise ValueError(f"unknown GPU mode {gpu_mode!r}; use one of {', '.join(GPU_MODES)}")
         if virtual_gpus < 0:
             raise ValueError(f"virtual_gpus must be >= 0, got {virtual_gpus}")
         if stop_grace_s < 0:
@@ -350,6 +354,7 @@ class LocalBackend:
             pgid=int(started["pgid"]) if started and started.get("pgid") else None,
             child_identity=started.get("identity") if started else None,
             container_id=str(started.get("container_id", "")) if started else "",
+            has_exit=exit_facts is not None,
         )
 
     def _records(self, job_id: str | None = None) -> list[TaskRecord]:
@@ -533,20 +538,26 @@ class LocalBackend:
             )
 
     def _check_fits(self, node: Node, placement: Placement) -> None:
+        """No GPU over 1000 milli or its memory, and the machine's CPU and memory not overcommitted,
+        counting every task that still holds resources (including deleted ones still stopping)."""
         milli = dict.fromkeys(placement.gpu_indices, placement.gpu_milli or GPU_MILLI)
         memory = dict.fromkeys(placement.gpu_indices, placement.gpu_memory_mib)
+        cpu, mem = placement.cpu_milli, placement.memory_mib
         for record in self._records():
             if not record.live:
                 continue
             other = record.placement
+            cpu += other.cpu_milli
+            mem += other.memory_mib
             for idx in other.gpu_indices:
                 if idx in milli:
                     milli[idx] += other.gpu_milli or GPU_MILLI
                     memory[idx] += other.gpu_memory_mib
         over = [i for i in milli if milli[i] > GPU_MILLI or memory[i] > node.gpus[i].memory_mib]
-        if over:
+        if over or cpu > node.cpu_milli or mem > node.memory_mib:
+            what = f"GPU(s) {over}" if over else "CPU or memory"
             raise PlacementConflictError(
-                f"task {placement.task_id} does not fit on {node.name}: GPU(s) {over} already allocated"
+                f"task {placement.task_id} does not fit on {node.name}: {what} already allocated"
             )
 
     def _master_port(self, spec: TaskSpec) -> int:
@@ -611,9 +622,8 @@ class LocalBackend:
             for record in self._records(job_id):
                 if not record.deleted:
                     runner.write_json(record.dir / runner.DELETED_FILE, {"at": self.clock()})
-                if not record.live:
-                    continue
-                self._stop(record)
+                if record.live or not record.has_exit:  # running, or its runner vanished
+                    self._stop(record)
 
     def _stop(self, record: TaskRecord) -> None:
         if record.runner_pid and record.phase in (TaskPhase.STARTING, TaskPhase.RUNNING):

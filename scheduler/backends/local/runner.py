@@ -397,6 +397,9 @@ def main(argv: list[str]) -> int:
         import traceback
 
         traceback.print_exc()
+        started = read_json(task_dir / STARTED_FILE)
+        if started and started.get("pgid"):  # no supervisor any more: do not leave the command behind
+            kill_group(int(started["pgid"]), signal.SIGKILL)
         if read_json(task_dir / EXIT_FILE) is None:
             with contextlib.suppress(Exception):
                 write_json(

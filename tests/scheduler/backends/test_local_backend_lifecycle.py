@@ -17,6 +17,7 @@ from local_backend_helpers import (
     running,
     spec,
     status,
+    stop_everything,
     wait_for,
 )
 

@@ -5,13 +5,34 @@ from __future__ import annotations
 from collections import defaultdict
 
 from scheduler.framework import reserve
-from scheduler.model import GPU_MILLI, ClusterSnapshot, Decision, Gpu, JobRequest, Node, Placement, TaskRequest
+from scheduler.model import (
+    GPU_MILLI,
+    ClusterSnapshot,
+    Decision,
+    Gpu,
+    JobRequest,
+    Node,
+    Placement,
+    TaskRequest,
+)
 
 
-def make_node(name: str, cpu: int = 16_000, mem: int = 64_000, gpus: int = 0, model: str = "T4",
-              gpu_mem: int = 16_000, schedulable: bool = True) -> Node:
-    return Node(name=name, cpu_milli=cpu, memory_mib=mem, schedulable=schedulable,
-                gpus=[Gpu(index=i, model=model, memory_mib=gpu_mem) for i in range(gpus)])
+def make_node(
+    name: str,
+    cpu: int = 16_000,
+    mem: int = 64_000,
+    gpus: int = 0,
+    model: str = "T4",
+    gpu_mem: int = 16_000,
+    schedulable: bool = True,
+) -> Node:
+    return Node(
+        name=name,
+        cpu_milli=cpu,
+        memory_mib=mem,
+        schedulable=schedulable,
+        gpus=[Gpu(index=i, model=model, memory_mib=gpu_mem) for i in range(gpus)],
+    )
 
 
 def make_snapshot(nodes: list[Node], running: list[Placement] = ()) -> ClusterSnapshot:  # type: ignore[assignment]
@@ -22,10 +43,25 @@ def make_snapshot(nodes: list[Node], running: list[Placement] = ()) -> ClusterSn
     return ClusterSnapshot(nodes=nodes, running=list(running))
 
 
-def running(task_id: str, node: str, gpus: tuple[int, ...] = (), milli: int = 0, gpu_mem: int = 0,
-            cpu: int = 0, mem: int = 0) -> Placement:
-    return Placement(job_id=f"job-{task_id}", task_id=task_id, node=node, gpu_indices=gpus, gpu_milli=milli,
-                     gpu_memory_mib=gpu_mem, cpu_milli=cpu, memory_mib=mem)
+def running(
+    task_id: str,
+    node: str,
+    gpus: tuple[int, ...] = (),
+    milli: int = 0,
+    gpu_mem: int = 0,
+    cpu: int = 0,
+    mem: int = 0,
+) -> Placement:
+    return Placement(
+        job_id=f"job-{task_id}",
+        task_id=task_id,
+        node=node,
+        gpu_indices=gpus,
+        gpu_milli=milli,
+        gpu_memory_mib=gpu_mem,
+        cpu_milli=cpu,
+        memory_mib=mem,
+    )
 
 
 def job(job_id: str, *tasks: TaskRequest) -> JobRequest:
@@ -67,4 +103,6 @@ def check_invariants(snapshot: ClusterSnapshot, pending: list[JobRequest], decis
     for j in pending:
         placed = per_job.get(j.job_id, 0)
         assert placed in (0, len(j.tasks)), f"gang {j.job_id} partly placed ({placed}/{len(j.tasks)})"
-        assert (placed == 0) == (j.job_id in decision.unschedulable), f"{j.job_id} neither placed nor explained"
+        assert (placed == 0) == (j.job_id in decision.unschedulable), (
+            f"{j.job_id} neither placed nor explained"
+        )

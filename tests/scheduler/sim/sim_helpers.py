@@ -25,15 +25,25 @@ def two_type_perf(y_ab: float, y_ba: float) -> PerfModel:
     return PerfModel("v100", [a, b], {a.name: 10.0, b.name: 5.0}, pairs)
 
 
-def cluster(nodes: int = 1, gpus: int = 1, memory_mib: int = 16384,
-            links: dict[tuple[int, int], str] | None = None) -> ClusterSpec:
-    group = NodeGroup(count=nodes, gpus=gpus, gpu_model="V100", gpu_memory_mib=memory_mib,
-                      cpu_cores=8 * gpus, memory_gib=64 * gpus, links=links or {})
+def cluster(
+    nodes: int = 1, gpus: int = 1, memory_mib: int = 16384, links: dict[tuple[int, int], str] | None = None
+) -> ClusterSpec:
+    group = NodeGroup(
+        count=nodes,
+        gpus=gpus,
+        gpu_model="V100",
+        gpu_memory_mib=memory_mib,
+        cpu_cores=8 * gpus,
+        memory_gib=64 * gpus,
+        links=links or {},
+    )
     return ClusterSpec(name=f"test-{nodes}x{gpus}", gavel_gpu_type="v100", groups=[group])
 
 
 def policy(order: str = "fifo", share: str = "none", preemptive: bool = False) -> Policy:
-    return Policy(name=f"t-{order}-{share}", order=order, share=share, profile=FIRST_FIT, preemptive=preemptive)
+    return Policy(
+        name=f"t-{order}-{share}", order=order, share=share, profile=FIRST_FIT, preemptive=preemptive
+    )
 
 
 def run(jobs: list[TraceJob], spec: ClusterSpec, pol: Policy, perf: PerfModel, **config: float) -> SimResult:

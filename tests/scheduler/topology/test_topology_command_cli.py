@@ -60,12 +60,12 @@ def test_evaluate_writes_json_and_plot_for_a_folder(
         shutil.copy(TOPOLOGY_DIR / name, folder / name)
     out, png = tmp_path / "eval.json", tmp_path / "eval.png"
     argv = ["topology", "evaluate", "--topologies", str(folder), "--json", str(out), "--plot", str(png)]
-    assert main([*argv, "--states", "2", "--requests", "40", "--no-synthetic"]) == 0
+    assert main([*argv, "--states", "2", "--requests", "40", "--streams", "2", "--no-synthetic"]) == 0
     data = json.loads(out.read_text())
     assert set(data["topologies"]) == {"rtx_a6000x3_nv4_bridge_pair", "ibm_ac922_v100x4_nv3pairs"}
     ibm = data["topologies"]["ibm_ac922_v100x4_nv3pairs"]
     assert ibm["single"]["ours_equals_optimum_pct"] == 100.0
-    assert ibm["sequential"]["ours"]["placed"] == 40
+    assert ibm["sequential"]["ours"]["placed"] == 80  # 2 streams x 40 requests
     assert data["targets"]["single_ours_equals_optimum_everywhere"] is True
     assert png.stat().st_size > 1000
 

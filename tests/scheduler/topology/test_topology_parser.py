@@ -109,6 +109,16 @@ def test_tabs_and_spaces_give_the_same_topology() -> None:
     assert parse_topology(tabs) == parse_topology(spaces)
 
 
+def test_gpu_rows_that_lost_their_nic_cells_keep_their_affinity() -> None:
+    text = "\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV4\t0-7\t0\nGPU1\tNV4\t X \tPIX\t0-7\t0\n"
+    topo = parse_topology(text)
+    assert topo.link(0, 1) == "NV4"
+    assert topo.gpu_nic == (("",), ("PIX",))
+    assert topo.cpu_affinity == ("0-7", "0-7") and topo.numa == ("0", "0")
+    with pytest.raises(TopologyParseError, match="line 2: unknown link code 'BAD' in column NIC0"):
+        parse_topology(text.replace("NV4\t0-7", "NV4\tBAD\t0-7"))
+
+
 def test_it_accepts_the_legacy_soc_code_and_a_shell_prompt_line() -> None:
     text = "$ nvidia-smi topo -m\n\tGPU0\tGPU1\nGPU0\t X \tSOC\nGPU1\tSOC\t X \n\nLegend:\n  SOC  = path"
     topo = parse_topology(text)
@@ -124,7 +134,7 @@ def test_it_accepts_the_legacy_soc_code_and_a_shell_prompt_line() -> None:
         ("\tGPU0\tGPU1\nGPU0\t X \tPIX\n", "matrix ends without row GPU1"),
         ("\tGPU0\tGPU1\nGPU0\t X \tPIX\nGPU1\tPHB\t X \n", "line 3: GPU1->GPU0 is PHB but GPU0->GPU1 is PIX"),
         ("\tGPU0\tGPU1\nGPU0\t X \tPIX\nGPU7\tPIX\t X \n", "line 3: row 'GPU7' is not a column"),
-        ("\tGPU0\tGPU1\nGPU0\t X \tPIX\nGPU1\tPIX\n", "line 3: row GPU1 has 1 link cells"),
+        ("\tGPU0\tGPU1\nGPU0\t X \tPIX\nGPU1\tPIX\n", "line 3: row GPU1 has 1 cells, the header has 2 GPUs"),
         ("\tGPU0\tGPU1\nGPU0\tPIX\tPIX\nGPU1\tPIX\t X \n", "line 2: cell GPU0/GPU0 is 'PIX'"),
     ],
 )

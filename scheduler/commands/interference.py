@@ -1,0 +1,242 @@
+"""``python -m scheduler interference train|evaluate``: build and measure the interference model.
+
+``train --data DIR --out MODEL [--datasets gavel,lucid] [--estimator NAME]`` fits the model on the
+pairs under DIR (default: the datasets the platform may use commercially, i.e. Gavel and the
+platform's own records) and writes a joblib artefact (default ``var/models/interference.joblib``,
+folder overridable by ``GPU_PLATFORM_MODEL_DIR``).
+
+``evaluate --model MODEL --data DIR [--test CSV ...] --json OUT.json [--plot OUT.png]`` runs grouped
+cross-validation (folds = unordered model-family pairs) of the model's configuration and of the
+baseline estimators on the datasets under DIR, applies MODEL itself to each ``--test`` CSV (same
+format as the shared Gavel or Lucid pair files), measures the latency of one placement decision and
+writes the per-dataset metrics (see ``scheduler.interference.evaluate``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform as _platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scheduler.commands import CommandError
+from scheduler.datapaths import default_data_dir
+from scheduler.interference.datasets import (
+    KNOWN_DATASETS,
+    PERMISSIVE_DATASETS,
+    DatasetError,
+    PairRecord,
+    available_datasets,
+    load_datasets,
+    load_test_csv,
+)
+from scheduler.interference.evaluate import (
+    cross_validate,
+    metrics,
+    panels_for,
+    plot_predicted_vs_measured,
+    time_decision,
+)
+from scheduler.interference.models import DEFAULT_ESTIMATOR, ESTIMATORS, InterferenceModel
+from scheduler.interference.store import ModelError, default_model_path, load_model, save_model
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("interference", help="train and evaluate the interference model")
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    train = sub.add_parser("train", help="fit the model on measured pairs and save it")
+    train.add_argument("--data", type=Path, default=None, help="shared data folder (default ../shared/data)")
+    train.add_argument("--out", type=Path, default=None, help=f"model file (default {default_model_path()})")
+    train.add_argument(
+        "--datasets",
+        default=None,
+        help=f"comma-separated, of {','.join(KNOWN_DATASETS)} (default: the permissive ones present: "
+        f"{','.join(PERMISSIVE_DATASETS)}; Lucid is non-commercial, research only)",
+    )
+    train.add_argument("--estimator", choices=ESTIMATORS, default=DEFAULT_ESTIMATOR)
+    train.add_argument("--threads", type=int, default=1, help="OpenMP/BLAS threads for fitting (default 1)")
+    train.add_argument("--seed", type=int, default=0)
+    train.set_defaults(func=run_train)
+
+    ev = sub.add_parser("evaluate", help="grouped cross-validation, held-out test files, latency")
+    ev.add_argument("--model", type=Path, default=None, help=f"model file (default {default_model_path()})")
+    ev.add_argument("--data", type=Path, default=None, help="shared data folder (default ../shared/data)")
+    ev.add_argument("--test", type=Path, action="append", default=[], help="held-out pair CSV (repeatable)")
+    ev.add_argument("--json", type=Path, required=True, help="where to write the metrics")
+    ev.add_argument("--plot", type=Path, default=None, help="predicted-vs-measured PNG")
+    ev.add_argument("--folds", type=int, default=5)
+    ev.add_argument(
+        "--compare",
+        default=",".join(ESTIMATORS),
+        help="estimators to cross-validate beside the model's own (comma-separated; empty = none)",
+    )
+    ev.add_argument("--no-cv", action="store_true", help="skip cross-validation (test files only)")
+    ev.add_argument("--threads", type=int, default=1, help="OpenMP/BLAS threads for fitting (default 1)")
+    ev.set_defaults(func=run_evaluate)
+
+
+def _data_dir(arg: Path | None) -> Path:
+    path = arg or default_data_dir()
+    if not path.is_dir():
+        raise CommandError(f"data folder not found: {path} (pass --data DIR)")
+    return path
+
+
+def _datasets(arg: str | None, data_dir: Path) -> list[str]:
+    present = available_datasets(data_dir)
+    if arg is None:
+        chosen = [d for d in PERMISSIVE_DATASETS if d in present]
+        if not chosen:
+            raise CommandError(
+                f"no permissively licensed pair data under {data_dir} (expected interference/gavel)"
+            )
+        return chosen
+    chosen = [d.strip() for d in arg.split(",") if d.strip()]
+    for d in chosen:
+        if d not in KNOWN_DATASETS:
+            raise CommandError(f"unknown dataset {d!r}; known: {', '.join(KNOWN_DATASETS)}")
+        if d not in present:
+            raise CommandError(f"dataset {d!r} not found under {data_dir}")
+    return chosen
+
+
+def _limit_threads(n: int) -> Any:
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=max(1, n))
+
+
+def run_train(args: argparse.Namespace) -> int:
+    data_dir = _data_dir(args.data)
+    datasets = _datasets(args.datasets, data_dir)
+    out = args.out or default_model_path()
+    try:
+        records = load_datasets(data_dir, datasets)
+    except DatasetError as exc:
+        raise CommandError(str(exc)) from None
+    t0 = time.perf_counter()
+    with _limit_threads(args.threads):
+        try:
+            model = InterferenceModel.fit(records, estimator=args.estimator, seed=args.seed)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+    model.meta["data_dir"] = str(data_dir)
+    save_model(model, out)
+    print(f"trained {model.describe()} in {time.perf_counter() - t0:.1f} s -> {out}")
+    if model.research_only:
+        print("note: trained on non-commercial data (Lucid): research and evaluation use only")
+    return 0
+
+
+def _cv_block(
+    records: list[PairRecord], estimator: str, folds: int, extras: bool
+) -> tuple[dict[str, Any], Any]:
+    t0 = time.perf_counter()
+    y, yq, p = cross_validate(records, estimator, folds=folds, extras=extras)
+    block: dict[str, Any] = {"metrics": metrics(records, y, yq, p), "seconds": time.perf_counter() - t0}
+    return block, y
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    data_dir = _data_dir(args.data)
+    try:
+        model = load_model(args.model or default_model_path())
+    except ModelError as exc:
+        raise CommandError(str(exc)) from None
+    datasets = [d for d in model.datasets if d in available_datasets(data_dir)]
+    report: dict[str, Any] = {
+        "model": {
+            "path": str(args.model or default_model_path()),
+            "estimator": model.estimator,
+            "datasets": list(model.datasets),
+            "research_only": model.research_only,
+            "pairs": model.n_pairs,
+            "gpu_types": list(model.gpu_types),
+            "quantile_alpha": model.quantile_alpha,
+            "created": model.created,
+        },
+        "method": (
+            "GroupKFold over unordered model-family pairs; y = normalised co-located throughput clipped "
+            "to (0, 1]; pack iff feasible and y_A + y_B > 1"
+        ),
+        "machine": {
+            "python": _platform.python_version(),
+            "processor": _platform.processor() or _platform.machine(),
+        },
+    }
+    panels: dict[str, Any] = {}
+    with _limit_threads(args.threads):
+        try:
+            records = load_datasets(data_dir, datasets) if datasets else []
+            tests = [(path, load_test_csv(path, data_dir)) for path in args.test]
+        except DatasetError as exc:
+            raise CommandError(str(exc)) from None
+        if records and not args.no_cv:
+            cv: dict[str, Any] = {"folds": args.folds, "datasets": datasets, "estimators": {}}
+            block, y = _cv_block(records, model.estimator, args.folds, extras=True)
+            cv["model"] = {"estimator": model.estimator, **block}
+            panels.update(panels_for(records, y, " (grouped CV)"))
+            names = [n.strip() for n in args.compare.split(",") if n.strip()]
+            for name in names:
+                if name not in ESTIMATORS:
+                    raise CommandError(f"unknown estimator {name!r}; known: {', '.join(ESTIMATORS)}")
+                # Comparison runs fit the regressors only; feasibility uses the training share.
+                cv["estimators"][name], _ = _cv_block(records, name, args.folds, extras=False)
+            report["cross_validation"] = cv
+        report["test"] = {}
+        for path, test_records in tests:
+            y, yq, p = model.predict_records(test_records)
+            report["test"][str(path)] = metrics(test_records, y, yq, p)
+            panels.update(panels_for(test_records, y, f" ({path.name})"))
+        profiles = [r.profile_a for r in (records or [r for _, t in tests for r in t])][:200]
+        gpu = model.gpu_types[0] if model.gpu_types else "v100"
+        if profiles:
+            report["latency"] = {
+                "with_model": time_decision(model, profiles, gpu),
+                "analytic_only": time_decision(None, profiles, gpu),
+            }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(_finite(report), indent=2, sort_keys=False) + "\n")
+    if args.plot is not None and panels:
+        args.plot.parent.mkdir(parents=True, exist_ok=True)
+        plot_predicted_vs_measured(panels, str(args.plot), f"interference model: {model.describe()}")
+    _print_summary(report)
+    print(f"wrote {args.json}" + (f" and {args.plot}" if args.plot is not None and panels else ""))
+    return 0
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN: write null instead."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def _print_summary(report: dict[str, Any]) -> None:
+    rows: list[tuple[str, dict[str, Any]]] = []
+    cv = report.get("cross_validation")
+    if cv:
+        rows += [(f"cv {cv['model']['estimator']} {ds}", m) for ds, m in cv["model"]["metrics"].items()]
+        for name, block in cv["estimators"].items():
+            rows += [(f"cv {name} (regressor only) {ds}", m) for ds, m in block["metrics"].items()]
+    for path, per in report.get("test", {}).items():
+        rows += [(f"test {Path(path).name} {ds}", m) for ds, m in per.items()]
+    for label, m in rows:
+        print(
+            f"{label:<48} MAE {m['mae']:.4f}  R2 {m['r2']:.3f}  MAPE(s) {m['mape_slowdown']:.3f}  "
+            f"pack {m['pack_accuracy']:.3f} (always {m['always_pack_accuracy']:.3f})"
+        )
+    lat = report.get("latency", {}).get("with_model")
+    if lat:
+        print(
+            f"one decision, {lat['candidates']} candidate GPUs: {lat['median_ms_per_candidate']:.3f} ms per candidate"
+        )
