@@ -52,6 +52,8 @@ class TargetWorkload:
     with_memory: bool = False
     # Bumped by whoever replaces the shapes, so score caches know to start over.
     version: int = 0
+    # Share of all tasks' GPU request (before the coverage cut) from tasks of 2+ GPUs.
+    multi_gpu_share: float = 0.0
     _per_models: dict[tuple[str, ...], tuple[np.ndarray, ...]] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -82,7 +84,14 @@ class TargetWorkload:
             if acc >= coverage * total:
                 break
         probs = np.array([c for _, c in kept], dtype=float)
-        return cls([s for s, _ in kept], probs / probs.sum(), with_memory)
+        demand = sum(c * s[1] * s[2] for s, c in counts.items())
+        multi = sum(c * s[1] * s[2] for s, c in counts.items() if s[2] >= 2)
+        return cls(
+            [s for s, _ in kept],
+            probs / probs.sum(),
+            with_memory,
+            multi_gpu_share=multi / demand if demand else 0.0,
+        )
 
     def arrays_for(self, arrays: ClusterArrays) -> tuple[np.ndarray, ...]:
         """(cpu, milli, num, mem, access[S, n_models], probs) aligned with ``arrays.models``."""

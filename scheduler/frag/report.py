@@ -25,7 +25,16 @@ REFERENCE_NAMES = {
     "05-BestFit": "best_fit",
     "06-FGD": "fgd",
 }
-ORDER = ["random", "dot_product", "gpu_clustering", "gpu_packing", "best_fit", "fgd", "k8s_default", "default"]
+ORDER = [
+    "random",
+    "dot_product",
+    "gpu_clustering",
+    "gpu_packing",
+    "best_fit",
+    "fgd",
+    "k8s_default",
+    "default",
+]
 METRIC = "unalloc_gpu_pct_at_arrived100"
 
 
@@ -54,8 +63,10 @@ def load_results(paths: list[Path], metric: str = METRIC) -> dict[str, dict[str,
     return out
 
 
-def table(results: dict[str, dict[str, tuple[float, float, int]]],
-          reference: dict[tuple[str, str], tuple[float, float]]) -> str:
+def table(
+    results: dict[str, dict[str, tuple[float, float, int]]],
+    reference: dict[tuple[str, str], tuple[float, float]],
+) -> str:
     policies = [p for p in ORDER if any(p in r for r in results.values())]
     head = "| workload | " + " | ".join(policies) + " | default / FGD (published) |"
     lines = [head, "|" + "---|" * (len(policies) + 2)]
@@ -83,8 +94,11 @@ def _workload_order(name: str) -> tuple[int, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("results", nargs="+", type=Path)
-    parser.add_argument("--reference", type=Path,
-                        default=default_data_dir() / "alibaba-gpu-2023/fgd-reference-results/summary_by_workload_policy.csv")
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        default=default_data_dir() / "alibaba-gpu-2023/fgd-reference-results/summary_by_workload_policy.csv",
+    )
     parser.add_argument("--metric", default=METRIC)
     args = parser.parse_args(argv)
     reference = load_reference(args.reference, args.metric) if args.reference.is_file() else {}

@@ -214,35 +214,63 @@ def ordered_features(
     pairs: Sequence[tuple[Profile, Profile, str, str]],
     fingerprints: Fingerprints | None,
 ) -> np.ndarray:
-    """Feature matrix (n, len(FEATURE_NAMES)) for ordered (self, other, gpu_type, mechanism) tuples."""
-    x = np.full((len(pairs), len(FEATURE_NAMES)), np.nan)
-    for i, (ps, po, gpu_type, mechanism) in enumerate(pairs):
-        mem_gib, bw, tflops = gpu_spec(gpu_type)
-        x[i, :N_BASE] = _base_row(ps, po, mem_gib, bw, tflops, mechanism)
-        if fingerprints is not None:
-            fs = fingerprints.lookup(str(ps.get("job_key", "")))
-            fo = fingerprints.lookup(str(po.get("job_key", "")))
-            x[i, N_BASE:] = (*fs, *fo, fs[0] * fo[1])
+    """Feature matrix (n, len(FEATURE_NAMES)) for ordered (self, other, gpu_type, mechanism) tuples.
+
+    A placement decision repeats the same few profiles across many candidate GPUs, so job vectors,
+    GPU specs and fingerprints are computed once per distinct object and the pair columns in NumPy.
+    """
+    n = len(pairs)
+    x = np.full((n, len(FEATURE_NAMES)), np.nan)
+    if n == 0:
+        return x
+    specs: dict[tuple[str, str], list[float]] = {}
+    jobs: dict[tuple[int, str], list[float]] = {}
+    g_rows: list[list[float]] = []
+    s_rows: list[list[float]] = []
+    o_rows: list[list[float]] = []
+    for ps, po, gpu_type, mechanism in pairs:
+        g = specs.get((gpu_type, mechanism))
+        if g is None:
+            g = [*gpu_spec(gpu_type), _mechanism_code(mechanism)]
+            specs[(gpu_type, mechanism)] = g
+        for prof, rows in ((ps, s_rows), (po, o_rows)):
+            key = (id(prof), gpu_type)
+            v = jobs.get(key)
+            if v is None:
+                v = job_vector(prof, g[0])
+                jobs[key] = v
+            rows.append(v)
+        g_rows.append(g)
+    js, jo, gs = np.array(s_rows), np.array(o_rows), np.array(g_rows)
+    k = len(JOB_FEATURES)
+    x[:, :k] = js
+    x[:, k : 2 * k] = jo
+    us, uo, ms, mo = js[:, 0], jo[:, 0], js[:, 1], jo[:, 1]
+    pair = 2 * k
+    x[:, pair] = us + uo
+    x[:, pair + 1] = us * uo / 100.0
+    x[:, pair + 2] = ms + mo
+    x[:, pair + 3] = ms * mo / 100.0
+    x[:, pair + 4] = js[:, 2] + jo[:, 2]
+    x[:, pair + 5] = np.abs(us - uo)
+    x[:, pair + len(PAIR_FEATURES) : N_BASE] = gs
+    if fingerprints is not None:
+        looked: dict[str, tuple[float, float, float]] = {}
+        fs_rows: list[tuple[float, float, float]] = []
+        fo_rows: list[tuple[float, float, float]] = []
+        for ps, po, _, _ in pairs:
+            for prof, f_rows in ((ps, fs_rows), (po, fo_rows)):
+                key_s = str(prof.get("job_key", ""))
+                f = looked.get(key_s)
+                if f is None:
+                    f = fingerprints.lookup(key_s)
+                    looked[key_s] = f
+                f_rows.append(f)
+        fs, fo = np.array(fs_rows), np.array(fo_rows)
+        x[:, N_BASE : N_BASE + 3] = fs
+        x[:, N_BASE + 3 : N_BASE + 6] = fo
+        x[:, N_BASE + 6] = fs[:, 0] * fo[:, 1]
     return x
-
-
-def _base_row(ps: Profile, po: Profile, mem_gib: float, bw: float, tflops: float, mech: str) -> list[float]:
-    js, jo = job_vector(ps, mem_gib), job_vector(po, mem_gib)
-    us, uo, ms, mo = js[0], jo[0], js[1], jo[1]
-    return [
-        *js,
-        *jo,
-        us + uo,
-        us * uo / 100.0,
-        ms + mo,
-        ms * mo / 100.0,
-        js[2] + jo[2],
-        abs(us - uo),
-        mem_gib,
-        bw,
-        tflops,
-        _mechanism_code(mech),
-    ]
 
 
 @dataclass

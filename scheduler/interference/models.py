@@ -3,7 +3,8 @@
 * **regressor**: ordered pair features -> normalised co-located throughput ``y`` of the first job,
   clipped to [0.01, 1] (slowdown ``s = 1 / y``);
 * **quantile model**: the ``alpha``-quantile of ``y`` (default 0.1, i.e. the 90th percentile of the
-  slowdown) from gradient boosting with the pinball loss, for conservative admission;
+  slowdown) from gradient boosting with the pinball loss, shifted by a grouped conformal correction
+  (``conformal_shift``) so that it covers unseen pairs, for conservative admission;
 * **classifier**: probability that the pair can run together at all (Gavel records OOM pairs as 0);
   the probability of an unordered pair is the mean of its two orders.
 
@@ -85,6 +86,8 @@ class InterferenceModel:
     classifier: Any  # None when training saw one class only; then ``p_feasible_constant``
     p_feasible_constant: float = 1.0
     quantile_alpha: float = 0.1
+    # Conformal correction subtracted from the quantile prediction (see ``conformal_shift``).
+    quantile_shift: float = 0.0
     gpu_types: tuple[str, ...] = ()
     n_pairs: int = 0
     created: str = ""
@@ -140,15 +143,24 @@ class InterferenceModel:
         xb = table.x[:, base_columns]
         base_regressor = make_regressor(estimator, seed).fit(xb[table.feasible], table.y[table.feasible])
         quantile = None
+        shift = 0.0
         if extras:
-            quantile = HistGradientBoostingRegressor(
-                loss="quantile",
-                quantile=quantile_alpha,
-                max_iter=100,
-                learning_rate=0.1,
-                min_samples_leaf=10,
-                random_state=seed,
-            ).fit(xa[ok], y[ok])
+
+            def make_quantile() -> Any:
+                return HistGradientBoostingRegressor(
+                    loss="quantile",
+                    quantile=quantile_alpha,
+                    max_iter=100,
+                    learning_rate=0.1,
+                    min_samples_leaf=10,
+                    random_state=seed,
+                )
+
+            quantile = make_quantile().fit(xa[ok], y[ok])
+            feasible = table.feasible
+            shift = conformal_shift(
+                make_quantile, xa[:n][feasible], table.y[feasible], table.groups[feasible], quantile_alpha
+            )
         classifier = None
         p_const = float(ok.mean())
         if extras and 0 < ok.sum() < ok.size:
@@ -163,6 +175,7 @@ class InterferenceModel:
             regressor=regressor,
             base_regressor=base_regressor,
             quantile=quantile,
+            quantile_shift=shift,
             classifier=classifier,
             p_feasible_constant=p_const,
             quantile_alpha=quantile_alpha,
@@ -201,7 +214,10 @@ class InterferenceModel:
             base_columns[N_BASE:] = False
             y[~has_fp] = self.base_regressor.predict(x[~has_fp][:, base_columns])
         y = np.clip(y, Y_FLOOR, 1.0)
-        yq = y if self.quantile is None else np.minimum(np.clip(self.quantile.predict(xa), Y_FLOOR, 1.0), y)
+        if self.quantile is None:
+            yq = y
+        else:
+            yq = np.minimum(np.clip(self.quantile.predict(xa) - self.quantile_shift, Y_FLOOR, 1.0), y)
         if self.classifier is None:
             p = np.full(x.shape[0], self.p_feasible_constant)
         else:
@@ -215,6 +231,28 @@ class InterferenceModel:
         # A pair either runs or not: both orders get the mean probability.
         p2 = p.reshape(-1, 2).mean(axis=1).repeat(2) if p.size else p
         return y, yq, p2
+
+
+def conformal_shift(
+    make: Any, x: np.ndarray, y: np.ndarray, groups: np.ndarray, alpha: float, folds: int = 3
+) -> float:
+    """Conformalised quantile regression (Romano et al., 2019), one-sided, grouped.
+
+    Out-of-group scores ``E_i = q(x_i) - y_i`` from a ``folds``-fold GroupKFold over model-family pairs;
+    the shift is their ``ceil((1 - alpha)(m + 1)) / m`` empirical quantile, so that
+    ``P(y >= q(x) - shift) >= 1 - alpha`` for an unseen pair exchangeable with the training pairs. A
+    quantile model alone under-covers unseen pairs (80-86 % instead of 90 % in grouped CV).
+    """
+    from sklearn.model_selection import GroupKFold
+
+    n_groups = len(set(groups.tolist()))
+    if n_groups < 2 or y.size < 10:
+        return 0.0
+    scores = np.empty(y.size)
+    for train, test in GroupKFold(n_splits=min(folds, n_groups)).split(x, groups=groups):
+        scores[test] = make().fit(x[train], y[train]).predict(x[test]) - y[test]
+    level = min(1.0, np.ceil((1.0 - alpha) * (y.size + 1)) / y.size)
+    return float(np.quantile(scores, level))
 
 
 _controller: Any = None

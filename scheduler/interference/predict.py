@@ -70,16 +70,30 @@ def predict_sets(model: InterferenceModel | None, queries: Sequence[SetQuery]) -
     yq = np.ones(n)
     p = np.ones(n)
     use_model = np.zeros(n, dtype=bool)
-    if model is not None and n:
-        x = model.features(tuples)
-        use_model = model.supported(x)
-        if use_model.any():
-            ym, yqm, pm = model.predict_features(x[use_model])
-            y[use_model], yq[use_model], p[use_model] = ym, yqm, pm
-    for r in np.flatnonzero(~use_model):
-        ps, po, _, _ = tuples[r]
-        y[r] = yq[r] = analytic_pair_throughput(ps, po)
-        p[r] = 1.0
+    # Pair predictions depend only on the pair's profiles, GPU type and mechanism: memoised across
+    # calls (the scheduler asks the same pairs every cycle; scikit-learn's per-call cost dominates).
+    keys = [_pair_key(t) for t in tuples]
+    cache = _pair_cache(model)
+    miss = [r for r, key in enumerate(keys) if key not in cache]
+    if model is not None and miss:
+        x = model.features([tuples[r] for r in miss])
+        supported = model.supported(x)
+        rows = np.asarray(miss)
+        use_model[rows] = supported
+        if supported.any():
+            ym, yqm, pm = model.predict_features(x[supported])
+            hit_rows = rows[supported]
+            y[hit_rows], yq[hit_rows], p[hit_rows] = ym, yqm, pm
+    for r in miss:
+        if not use_model[r]:
+            ps, po, _, _ = tuples[r]
+            y[r] = yq[r] = analytic_pair_throughput(ps, po)
+            p[r] = 1.0
+        cache[keys[r]] = (float(y[r]), float(yq[r]), float(p[r]), bool(use_model[r]))
+    missed = set(miss)
+    for r, key in enumerate(keys):
+        if r not in missed:
+            y[r], yq[r], p[r], use_model[r] = cache[key]
     out: list[SetPrediction] = []
     pos = 0
     for query in queries:
@@ -109,3 +123,34 @@ def predict_sets(model: InterferenceModel | None, queries: Sequence[SetQuery]) -
             source = "alone"
         out.append(SetPrediction(compose_slowdowns(s), compose_slowdowns(sq), p_set, source))
     return out
+
+
+_CACHE_LIMIT = 200_000
+_cache_state: dict[str, object] = {"model": None, "pairs": {}}
+
+
+def clear_prediction_cache() -> None:
+    """Forget memoised pair predictions (benchmarks measure cold decisions with it)."""
+    _cache_state["model"] = None
+    _cache_state["pairs"] = {}
+
+
+def _freeze(profile: Profile) -> tuple[tuple[str, float | str], ...]:
+    return tuple(sorted(profile.items()))
+
+
+def _pair_key(t: tuple[Profile, Profile, str, str]) -> tuple[object, ...]:
+    return (_freeze(t[0]), _freeze(t[1]), t[2], t[3])
+
+
+def _pair_cache(
+    model: InterferenceModel | None,
+) -> dict[tuple[object, ...], tuple[float, float, float, bool]]:
+    """The memo for ``model`` (a new model, or a full memo, starts it over)."""
+    pairs = _cache_state["pairs"]
+    assert isinstance(pairs, dict)
+    if _cache_state["model"] is not model or len(pairs) > _CACHE_LIMIT:
+        pairs = {}
+        _cache_state["model"] = model
+        _cache_state["pairs"] = pairs
+    return pairs

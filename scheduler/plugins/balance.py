@@ -9,9 +9,16 @@ For node n with capacities (C, M, G) and the task's request r = (cpu, mem, k * m
 
 Low imbalance keeps no dimension exhausted while others idle (a node out of CPU strands its GPUs);
 low similarity puts a CPU-heavy task next to GPU-heavy ones rather than next to more CPU-heavy work.
+
+With ``yield_to_multi_gpu`` the score is multiplied by ``max(0, 1 - 2m)^2``, m = the share of the target
+workload's GPU request that comes from tasks of 2+ GPUs (``TargetWorkload.multi_gpu_share``):
+balancing spreads work over nodes, and multi-GPU tasks need nodes kept whole, so the more of the
+workload they are, the more the balance term yields to fragmentation-driven packing.
 """
 
 from __future__ import annotations
+
+from collections.abc import Hashable
 
 import numpy as np
 
@@ -56,12 +63,22 @@ class Balance(RowScoreMixin):
     name = "balance"
     cacheable = True
 
-    def __init__(self, similarity_weight: float = 0.5, max_gpus: int | None = None) -> None:
+    def __init__(self, similarity_weight: float = 0.5, yield_to_multi_gpu: bool = False) -> None:
         self.similarity_weight = similarity_weight
-        self.max_gpus = max_gpus
+        self.yield_to_multi_gpu = yield_to_multi_gpu
+
+    def cache_token(self, state: CycleState) -> Hashable:
+        return self._scale(state)
+
+    def _scale(self, state: CycleState) -> float:
+        """max(0, 1 - 2m)^2 with m the multi-GPU share of the workload's GPU request, when yielding."""
+        if not self.yield_to_multi_gpu:
+            return 1.0
+        from scheduler.plugins.fgd import target_workload
+
+        return max(0.0, 1.0 - 2.0 * target_workload(state).multi_gpu_share) ** 2
 
     def score_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
-        if self.max_gpus is not None and task.gpus > self.max_gpus:
-            return np.zeros(len(rows))
         imbalance, similarity = balance_terms(state.arrays, task, rows)
-        return np.clip(100.0 * (1.0 - imbalance - self.similarity_weight * similarity), 0.0, 100.0)
+        raw = np.clip(100.0 * (1.0 - imbalance - self.similarity_weight * similarity), 0.0, 100.0)
+        return self._scale(state) * raw

@@ -172,7 +172,10 @@ class Runner:
 
     def run(self) -> None:
         signal.signal(signal.SIGTERM, self._on_sigterm)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # An ignored signal stays ignored across exec: whatever the binding process ignored, the
+        # command must start with the defaults.
+        for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(sig, signal.SIG_DFL)
         write_json(
             self.dir / RUNNER_FILE,
             {"pid": os.getpid(), "identity": process_identity(os.getpid()), "at": time.time()},

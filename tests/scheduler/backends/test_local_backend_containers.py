@@ -98,8 +98,10 @@ def fake_docker(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     monkeypatch.setitem(sys.modules, "docker", docker)
     monkeypatch.setitem(sys.modules, "docker.errors", errors)
     monkeypatch.setitem(sys.modules, "docker.types", dtypes)
-    # The runner installs its own SIGTERM/SIGINT handlers; give pytest its own back afterwards.
-    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    # The runner installs its own signal handlers; give pytest its own back afterwards.
+    saved = {
+        sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+    }
     yield holder
     for sig, handler in saved.items():
         signal.signal(sig, handler)

@@ -70,7 +70,7 @@ def test_evaluate_reports_cross_validation_test_files_and_latency(
             "--plot",
             str(plot),
             "--folds",
-            "3",
+            "2",
             "--compare",
             "linear",
         ]
