@@ -86,6 +86,46 @@ def table(
     return "\n".join(lines)
 
 
+def plot_bars(
+    results: dict[str, dict[str, tuple[float, float, int]]],
+    reference: dict[tuple[str, str], tuple[float, float]],
+    path: Path,
+    policies: tuple[str, ...] = ("best_fit", "fgd", "default"),
+) -> None:
+    """Grouped bars: unallocated GPU % at arrived 100 % per workload, ours and FGD's published mean."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    workloads = sorted(results, key=_workload_order)
+    series: list[tuple[str, list[float], list[float]]] = []
+    for p in policies:
+        means = [results[w].get(p, (float("nan"), 0.0, 0))[0] for w in workloads]
+        sds = [results[w].get(p, (0.0, 0.0, 0))[1] for w in workloads]
+        series.append((p, means, sds))
+    series.append(
+        (
+            "fgd (published)",
+            [reference.get((w, "fgd"), (float("nan"), 0.0))[0] for w in workloads],
+            [reference.get((w, "fgd"), (0.0, 0.0))[1] for w in workloads],
+        )
+    )
+    width = 0.8 / len(series)
+    fig, ax = plt.subplots(figsize=(13, 4.5))
+    for i, (label, means, sds) in enumerate(series):
+        xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(workloads))]
+        ax.bar(xs, means, width, yerr=sds, label=label, capsize=2)
+    ax.set_xticks(range(len(workloads)))
+    ax.set_xticklabels(workloads, rotation=30, ha="right")
+    ax.set_ylabel("unallocated GPU (%) at arrived 100 %")
+    ax.set_title("Alibaba GPU-sharing trace, 1,213 nodes / 6,212 GPUs (lower is better)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _workload_order(name: str) -> tuple[int, str]:
     families = ["default", "cpu", "gpushare", "gpuspec", "multigpu"]
     return (next((i for i, f in enumerate(families) if name.startswith(f)), 9), name)
@@ -100,9 +140,13 @@ def main(argv: list[str] | None = None) -> int:
         default=default_data_dir() / "alibaba-gpu-2023/fgd-reference-results/summary_by_workload_policy.csv",
     )
     parser.add_argument("--metric", default=METRIC)
+    parser.add_argument("--plot", type=Path, help="grouped bar chart (PNG) of the metric per workload")
     args = parser.parse_args(argv)
     reference = load_reference(args.reference, args.metric) if args.reference.is_file() else {}
-    print(table(load_results(args.results, args.metric), reference))
+    results = load_results(args.results, args.metric)
+    print(table(results, reference))
+    if args.plot is not None:
+        plot_bars(results, reference, args.plot)
     return 0
 
 

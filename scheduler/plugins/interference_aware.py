@@ -272,6 +272,8 @@ class InterferenceAware:
             model: InterferenceModel | None = cycle["model"]
             if v.source == "model" and model is not None:
                 origin = model.describe()
+            elif model is not None and v.source == "analytic":
+                origin = f"analytic estimate: the {model.describe()} has no features for these jobs"
             elif model is not None:
                 origin = f"{model.describe()}; analytic estimate where the model lacks a profile"
             else:

@@ -433,7 +433,9 @@ class Simulator:
                 source = (j for j in candidates if j.state == PENDING)
             else:
                 ok = _ShapeCheck(fits, budget)
-                source = (self.jobs[idx] for idx in itertools.islice(self._queue_in_order(ok), self.cfg.scan_limit))
+                source = (
+                    self.jobs[idx] for idx in itertools.islice(self._queue_in_order(ok), self.cfg.scan_limit)
+                )
             for job in source:
                 if len(offer) >= self.cfg.window or demand >= budget - EPS:
                     break

@@ -39,7 +39,7 @@ def parse_topology(text: str, *, gpu_model: str = "", source: str = "") -> Topol
 
     Raises ``TopologyParseError("line N: ...")`` for input that is not a GPU link matrix.
     """
-    lines = text.splitlines()
+    lines = text.lstrip("\ufeff").splitlines()  # a byte-order mark from Windows editors
     start = 0
     while start < len(lines) and _is_preamble(lines[start]):
         start += 1
@@ -167,7 +167,7 @@ def read_topology_file(path: str, *, gpu_model: str = "") -> Topology:
 
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8", errors="replace")
+        text = p.read_text(encoding="utf-8-sig", errors="replace")
     except OSError as exc:
         raise TopologyParseError(f"{path}: cannot read ({exc.strerror})") from None
     try:

@@ -527,9 +527,14 @@ class LocalBackend:
                 timeout=30,
                 check=False,
             )
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        except subprocess.TimeoutExpired:
             shutil.rmtree(task_dir, ignore_errors=True)
-            raise TransientBackendError(f"task {spec.task_id}: could not start its runner: {exc}") from None
+            raise TransientBackendError(f"task {spec.task_id}: its runner took too long to start") from None
+        except OSError as exc:  # the configured Python is missing or not executable: configuration
+            shutil.rmtree(task_dir, ignore_errors=True)
+            raise PermanentBackendError(
+                f"task {spec.task_id}: cannot start its runner with {self.python}: {exc}"
+            ) from None
         if proc.returncode != 0:
             shutil.rmtree(task_dir, ignore_errors=True)
             detail = (proc.stderr or b"").decode(errors="replace").strip().splitlines()

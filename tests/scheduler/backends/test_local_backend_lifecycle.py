@@ -270,3 +270,42 @@ def test_a_cpu_only_task_sees_no_gpu(backend: LocalBackend) -> None:
 
     assert backend.logs("19", "job-19-0") == "'' void\n"
     assert os.path.isdir(backend.task_dir("19", "job-19-0"))
+
+
+def test_logs_return_the_last_mib_and_say_where_the_rest_is(backend: LocalBackend) -> None:
+    command = [
+        PY,
+        "-c",
+        "import sys\nfor i in range(40000): sys.stdout.write(f'line {i:05d} ' + 'x' * 40 + '\\n')",
+    ]
+    backend.bind(spec("20", command), placement("20"))
+    finished(backend, "20")
+
+    text = backend.logs("20", "job-20-0")
+
+    first, second = text.splitlines()[:2]
+    assert "earlier output omitted" in first and str(backend.task_dir("20", "job-20-0")) in first
+    assert second.startswith("line ") and len(second) == len("line 00000 ") + 40  # cut at a line start
+    assert text.endswith("line 39999 " + "x" * 40 + "\n")
+    assert len(text.encode()) <= 1024 * 1024 + len(first) + 1
+
+
+def test_finished_task_folders_are_removed_after_the_retention(tmp_path: Path) -> None:
+    backend = make_backend(tmp_path, finished_retention_s=0)
+    backend.bind(spec("21", [PY, "-c", "pass"]), placement("21"))
+    finished(backend, "21")
+
+    backend.bind(spec("22", [PY, "-c", "pass"]), placement("22"))  # binds prune
+
+    assert not backend.task_dir("21", "job-21-0").parent.exists()
+    assert status(backend, "21") is None
+    finished(backend, "22")
+
+
+def test_a_missing_python_for_the_runner_is_a_permanent_error(tmp_path: Path) -> None:
+    backend = make_backend(tmp_path, python=str(tmp_path / "no-python"))
+
+    with pytest.raises(PermanentBackendError, match="cannot start its runner"):
+        backend.bind(spec("23", [PY, "-c", "pass"]), placement("23"))
+
+    assert backend.task_statuses() == []  # nothing half-bound is left behind

@@ -102,11 +102,12 @@ def test_it_detects_nvswitch_boards_but_not_direct_meshes() -> None:
 
 
 def test_tabs_and_spaces_give_the_same_topology() -> None:
+    crlf_bom = "\ufeff\tGPU0\tGPU1\tCPU Affinity\r\nGPU0\t X \tPIX\t0-7\r\nGPU1\tPIX\t X \t0-7\r\n"
     tabs = "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tPIX\t0-7\nGPU1\tPIX\t X \t0-7\n"
     spaces = (
         "        GPU0    GPU1    CPU Affinity\nGPU0     X      PIX     0-7\nGPU1    PIX      X      0-7\n"
     )
-    assert parse_topology(tabs) == parse_topology(spaces)
+    assert parse_topology(tabs) == parse_topology(spaces) == parse_topology(crlf_bom)
 
 
 def test_gpu_rows_that_lost_their_nic_cells_keep_their_affinity() -> None:
