@@ -9,7 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from jobs.models import Job, JobEvent, Task
+from jobs.models import Job, JobEvent, SoloProfile, Task
 from jobs.services import JobConflict, job_cancel
 
 
@@ -65,3 +65,19 @@ class JobAdmin(admin.ModelAdmin):
             except (JobConflict, PermissionDenied) as exc:
                 messages.warning(request, f"job {job.pk}: {exc}")
         messages.success(request, f"Cancelled {done} job(s).")
+
+
+@admin.register(SoloProfile)
+class SoloProfileAdmin(admin.ModelAdmin):
+    """Read-only: profiles come from the node agent through jobs.profiling_services."""
+
+    list_display = ["image", "command", "gpu_model", "gpu_util", "mem_util", "gpu_memory_mib", "samples"]
+    list_filter = ["gpu_model", "model_family"]
+    search_fields = ["image", "command", "model_family"]
+    date_hierarchy = "measured_at"
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return [field.name for field in SoloProfile._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

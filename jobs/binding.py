@@ -5,8 +5,10 @@ to the same place as done (deterministic task names). A gang is all or none: whe
 bound for good, the tasks already bound are deleted before the job leaves ADMITTED.
 
 Errors: ``TransientBackendError`` propagates (the Celery task retries with backoff; the tasks bound so
-far stay and the retry finishes the rest); a placement conflict (the decision went stale) sends the job
-back to QUEUED for a new decision; any other ``PermanentBackendError`` fails the job (PLATFORM).
+far stay and the retry finishes the rest); a ``PlacementConflictError`` from any backend (the decision
+went stale: GPUs taken meanwhile, the node gone, or the task still bound elsewhere) deletes what was
+bound and sends the job back to QUEUED for a new decision; any other ``PermanentBackendError`` fails
+the job (PLATFORM).
 """
 
 from __future__ import annotations
@@ -19,8 +21,13 @@ from jobs.cluster import get_backend
 from jobs.models import Job, Task
 from jobs.services import job_transition
 from jobs.states import FailureCategory, JobStatus
-from scheduler.backends.base import ClusterBackend, PermanentBackendError, TaskSpec
-from scheduler.backends.simulated import PlacementConflictError
+from jobs.sync import end_open_tasks
+from scheduler.backends.base import (
+    ClusterBackend,
+    PermanentBackendError,
+    PlacementConflictError,
+    TaskSpec,
+)
 from scheduler.model import Placement
 
 logger = logging.getLogger(__name__)
@@ -43,6 +50,7 @@ def task_spec(job: Job, task: Task) -> TaskSpec:
         sim_duration_s=job.sim_duration_seconds,
         team=job.team.slug,
         user=job.user.username,
+        attempt=job.retries,
     )
 
 
@@ -102,14 +110,15 @@ def job_bind(*, job_id: int, backend: ClusterBackend | None = None) -> BindOutco
         return "requeued"
     except PermanentBackendError as exc:
         _undo(backend, job)
-        job_transition(
+        if job_transition(
             job=job,
             to=JobStatus.FAILED,
             actor=ACTOR,
             reason=f"the cluster refused the job: {exc}",
             expected_from=JobStatus.ADMITTED,
             failure_category=FailureCategory.PLATFORM.value,
-        )
+        ):
+            end_open_tasks(job_id=job.pk, message=f"stopped: the cluster refused the job: {exc}")
         dispatch.request_scheduling_cycle()
         return "failed"
     moved = job_transition(
@@ -141,5 +150,6 @@ def job_bind_gave_up(*, job_id: int, reason: str, backend: ClusterBackend | None
         failure_category=FailureCategory.PLATFORM.value,
     )
     if failed:
+        end_open_tasks(job_id=job.pk, message=f"stopped: the cluster did not accept the job: {reason}")
         dispatch.request_scheduling_cycle()
     return failed

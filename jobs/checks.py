@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Tags, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from jobs.cluster import KNOWN_BACKENDS
 
@@ -46,4 +48,125 @@ def check_cluster_backend(app_configs: Any = None, **kwargs: Any) -> list[CheckM
             cluster_spec(settings.SIM_CLUSTER)
         except ValueError as exc:
             errors.append(Error(str(exc), hint="Set SIM_CLUSTER to a known cluster.", id="jobs.E004"))
+    return errors
+
+
+# Beyond this many virtual GPUs a value is a typo, not a test set-up (real GPUs come from NVML).
+MAX_VIRTUAL_GPUS = 64
+
+
+def _writable_folder_problem(path: str) -> str | None:
+    """Why ``path`` cannot be (or become) a folder this process writes in, or None."""
+    if not path.strip():
+        return "is empty"
+    target = Path(path).expanduser()
+    if target.exists():
+        if not target.is_dir():
+            return f"{target} exists and is not a folder"
+        return None if os.access(target, os.W_OK | os.X_OK) else f"{target} is not writable"
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return f"{target} does not exist and cannot be created ({parent} is not writable)"
+    return None
+
+
+@register(Tags.compatibility)
+def check_local_backend(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """With CLUSTER_BACKEND=local, the LOCAL_* settings must describe a node the backend can build:
+    a known GPU mode, a sane number of virtual GPUs with a model and memory, a known container mode,
+    non-negative CPU, memory and stop grace, a writable work folder, and in ``nvml`` mode a driver."""
+    if settings.CLUSTER_BACKEND != "local":
+        return []
+    from scheduler.backends.local.containers import CONTAINER_MODES
+    from scheduler.backends.local.inventory import GPU_MODES
+
+    errors: list[CheckMessage] = []
+    hint_doc = "See docs/local-backend.md (Settings)."
+    gpu_mode = settings.LOCAL_GPUS
+    if gpu_mode not in GPU_MODES:
+        errors.append(
+            Error(
+                f"LOCAL_GPUS={gpu_mode!r} is not a GPU mode",
+                hint=f"Use one of: {', '.join(GPU_MODES)}. {hint_doc}",
+                id="jobs.E010",
+            )
+        )
+    count = settings.LOCAL_VIRTUAL_GPUS
+    if not 0 <= count <= MAX_VIRTUAL_GPUS:
+        errors.append(
+            Error(
+                f"LOCAL_VIRTUAL_GPUS must be between 0 and {MAX_VIRTUAL_GPUS}, got {count}",
+                hint="It is the number of virtual GPUs used when no NVIDIA driver is present.",
+                id="jobs.E011",
+            )
+        )
+    model = settings.LOCAL_VIRTUAL_GPU_MODEL
+    if not str(model).strip() or len(str(model)) > 100:
+        errors.append(
+            Error(
+                f"LOCAL_VIRTUAL_GPU_MODEL must be a GPU model name of 1 to 100 characters, got {model!r}",
+                hint="For example 'Virtual GPU' or 'Tesla T4' (jobs may ask for a model by name).",
+                id="jobs.E012",
+            )
+        )
+    memory = settings.LOCAL_VIRTUAL_GPU_MEMORY_MIB
+    if memory <= 0:
+        errors.append(
+            Error(
+                f"LOCAL_VIRTUAL_GPU_MEMORY_MIB must be positive, got {memory}",
+                hint="The memory of each virtual GPU in MiB, e.g. 16384.",
+                id="jobs.E013",
+            )
+        )
+    containers_mode = settings.LOCAL_CONTAINERS
+    if containers_mode not in CONTAINER_MODES:
+        errors.append(
+            Error(
+                f"LOCAL_CONTAINERS={containers_mode!r} is not a container mode",
+                hint=f"Use one of: {', '.join(CONTAINER_MODES)}. {hint_doc}",
+                id="jobs.E014",
+            )
+        )
+    for name in ("LOCAL_CPU_MILLI", "LOCAL_MEMORY_MIB", "LOCAL_STOP_GRACE_SECONDS"):
+        value = getattr(settings, name)
+        if value < 0:
+            errors.append(
+                Error(
+                    f"{name} must not be negative, got {value}",
+                    hint="CPU and memory 0 mean: what the machine has; a stop grace of 0 kills at once.",
+                    id="jobs.E015",
+                )
+            )
+    problem = _writable_folder_problem(str(settings.LOCAL_WORK_DIR))
+    if problem:
+        errors.append(
+            Error(
+                f"LOCAL_WORK_DIR {problem}",
+                hint="Point LOCAL_WORK_DIR at a folder the platform's user can write (task folders and logs).",
+                id="jobs.E016",
+            )
+        )
+    if gpu_mode == "nvml":
+        from scheduler.backends.local.inventory import gpu_inventory
+
+        try:
+            gpu_inventory(mode="nvml")
+        except Exception as exc:  # noqa: BLE001  (NoGpuDriver, or anything else: a check never crashes)
+            errors.append(
+                Error(
+                    f"LOCAL_GPUS=nvml but no NVIDIA GPU is usable: {exc}",
+                    hint="Install the NVIDIA driver, or set LOCAL_GPUS=auto (virtual GPUs without a driver).",
+                    id="jobs.E017",
+                )
+            )
+    elif gpu_mode == "virtual" and count == 0:
+        errors.append(
+            Warning(
+                "LOCAL_GPUS=virtual with LOCAL_VIRTUAL_GPUS=0: the node has no GPU, only CPU jobs can run",
+                hint="Set LOCAL_VIRTUAL_GPUS to 1 or more.",
+                id="jobs.W010",
+            )
+        )
     return errors

@@ -110,3 +110,35 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id}: {self.from_status} -> {self.to_status}"
+
+
+class SoloProfile(models.Model):
+    """A job configuration's solo profile on one GPU model: the interference model's per-job inputs.
+
+    Keyed by the image reference and a hash of the command line (``jobs.profiling_services``), so every
+    job started from the same image with the same command gets it as ``JobRequest.profile``. Written
+    only by ``solo_profile_record`` from the node agent's samples (``scheduler.agent.profiling``).
+    """
+
+    image = models.CharField(max_length=300, help_text="Image reference, e.g. ghcr.io/acme/pytorch:2.4")
+    command_hash = models.CharField(max_length=64, help_text="sha256 of the shell-quoted command line")
+    command = models.TextField(help_text="The command line the hash was taken of")
+    gpu_model = models.CharField(max_length=100, blank=True, help_text="As NVML names it")
+    gpu_util = models.FloatField(help_text="Mean SM utilisation alone, %")
+    mem_util = models.FloatField(help_text="Mean memory-controller (bandwidth) utilisation alone, %")
+    gpu_memory_mib = models.FloatField(help_text="Peak GPU memory of the job alone, MiB")
+    solo_throughput = models.FloatField(null=True, blank=True, help_text="Reported throughput alone")
+    batch_size = models.FloatField(null=True, blank=True)
+    amp = models.BooleanField(null=True, blank=True, help_text="Mixed precision")
+    model_family = models.CharField(max_length=100, blank=True)
+    samples = models.PositiveIntegerField(help_text="Steady-state samples aggregated so far")
+    measured_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["image", "command_hash", "gpu_model"]
+        constraints = [
+            models.UniqueConstraint(fields=["image", "command_hash", "gpu_model"], name="unique_solo_profile")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.image} {self.command[:60]} on {self.gpu_model or 'any GPU'}"

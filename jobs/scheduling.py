@@ -29,6 +29,7 @@ from django.db import transaction
 from jobs import dispatch
 from jobs.cluster import get_backend
 from jobs.models import Job, Task, TaskPhase
+from jobs.profiling_services import fill_running_task_profiles, solo_profiles_for_jobs
 from jobs.services import job_transition
 from jobs.states import HOLDS_PLACEMENT, JobStatus
 from quotas.models import Quota
@@ -58,8 +59,11 @@ def task_name(job_id: int, index: int) -> str:
     return f"job-{job_id}-{index}"
 
 
-def job_request(job: Job) -> JobRequest:
-    """The scheduler's view of a job: one TaskRequest per replica, a gang."""
+def job_request(job: Job, profile: dict[str, float | str] | None = None) -> JobRequest:
+    """The scheduler's view of a job: one TaskRequest per replica, a gang.
+
+    ``profile``: the job's measured solo profile (``jobs.profiling_services``), {} when unknown.
+    """
     shared = not job.gpus and bool(job.gpu_milli)
     tasks = [
         TaskRequest(
@@ -84,6 +88,7 @@ def job_request(job: Job) -> JobRequest:
         team=job.team.slug,
         user=job.user.username,
         slowdown_tolerance=job.slowdown_tolerance,
+        profile=dict(profile or {}),
         hints=hints,
     )
 
@@ -215,7 +220,12 @@ def _cycle_once(backend: ClusterBackend) -> CycleResult:
     _add_pending_binds(snapshot)
     ordered = order_queue(queued)
     profile = profiles.get_profile(settings.SCHEDULER_PROFILE)
-    decision = framework.schedule(snapshot, [job_request(j) for j in ordered], profile)
+    # Solo profiles measured for the same image + command (issue 4) feed interference prediction:
+    # the queued jobs' go into JobRequest.profile, the running tasks' into snapshot.task_profiles.
+    # Jobs never profiled get {} and interference-aware plugins fall back to their declared share.
+    solo = solo_profiles_for_jobs(ordered)
+    fill_running_task_profiles(snapshot)
+    decision = framework.schedule(snapshot, [job_request(j, solo.get(j.pk)) for j in ordered], profile)
     result.evicted = _apply_evictions(backend, decision.evictions)
     position = 0
     for job in ordered:

@@ -3,18 +3,40 @@
 ``sync_status`` (periodic, from beat) reads ``backend.task_statuses()`` once and, per job:
 
 * STARTING/RUNNING jobs: Task rows get phase, exit code and timestamps; then
-  - any task FAILED          -> the rest of the gang is deleted, job FAILED(category of that task);
+  - any task FAILED with a platform fault (category PLATFORM or HARDWARE) while the job has retries
+    left (``retries < max_retries``) -> the job's tasks are deleted on the backend, ``retries`` goes up
+    by one, and the job goes REQUEUED -> QUEUED (reasons name the failure and the retry number); the
+    next scheduling cycle places it afresh (see "Retries" below);
+  - any other task FAILED  -> the rest of the gang is deleted, job FAILED(category of that task);
+    USER, OOM, TIMEOUT and IMAGE failures are never retried (running again would fail again);
   - all tasks SUCCEEDED      -> job SUCCEEDED (through RUNNING if the sync never saw it running, so the
                                 event log always tells the whole story);
   - all tasks running/done   -> STARTING -> RUNNING;
   - no task known any more for longer than ``LOST_GRACE_S`` -> REQUEUED -> QUEUED (a platform fault,
-    not the user's: the cluster lost the tasks, e.g. the simulated state was reset);
+    not the user's: the cluster lost the tasks, e.g. the simulated state was reset; not counted
+    against ``max_retries``, since nothing ran to completion or failure);
 * STOPPING jobs: ``job_stop`` (delete on the backend, then STOPPED) in case a stop message was lost;
 * tasks of jobs that already ended (STOPPED/FAILED) but still run on the backend are deleted.
 
+Retries. Task names are deterministic (``job-<id>-<index>``) and stay the same on every run: the
+backend's previous run is deleted before the job is requeued (the local backend archives its folder
+when the task is bound again, the simulated backend forgets it, Kubernetes deletes the pod), and the
+next admission overwrites the job's Task rows in place (new placement, phase PENDING, no exit code or
+times). The history of earlier runs is the JobEvent log: the REQUEUED event's reason carries the
+failed task, its category, exit code and message, and the retry number. ``TaskSpec.attempt`` tells
+the backend which run it is binding (``Job.retries``).
+
+Ended tasks. A Task row never stays PENDING/STARTING/RUNNING once its job no longer runs it: when a
+job is STOPPED (cancel), requeued, or FAILED because another replica failed, its unfinished Task rows
+are marked ended: phase FAILED, no exit code, ``finished_at`` now, and a message that starts with
+``stopped:`` and says why (``stopped: the job was cancelled``, ``stopped: task job-7-1 failed``), or
+``lost:`` when the cluster lost the task. TaskPhase has no separate "stopped" value: FAILED plus the
+message is the convention, and the job's own status (STOPPED) is the authority on what happened.
+
 Every change goes through ``job_transition`` with ``expected_from`` (compare-and-set), so a sync that
 races a cancel or another sync changes nothing twice. Quota is released by ``job_transition`` when a
-job ends; a job's end triggers a scheduling cycle because GPUs just became free.
+job ends (a requeued job keeps its quota: REQUEUED and QUEUED hold it); a job's end or requeue
+triggers a scheduling cycle because GPUs just became free.
 """
 
 from __future__ import annotations
@@ -24,18 +46,24 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from jobs import dispatch
 from jobs.cluster import get_backend
 from jobs.models import Job, Task
 from jobs.services import job_transition
-from jobs.states import FailureCategory, JobStatus
+from jobs.states import TERMINAL, FailureCategory, JobStatus
 from scheduler.backends.base import ClusterBackend, TaskPhase, TaskStatus
 
 logger = logging.getLogger(__name__)
 ACTOR = "system"
 LOST_GRACE_S = 60.0
+# Failures of the platform, not of the job: worth running the job again (up to Job.max_retries).
+RETRYABLE_CATEGORIES = frozenset({FailureCategory.PLATFORM.value, FailureCategory.HARDWARE.value})
+OPEN_PHASES = (TaskPhase.PENDING.value, TaskPhase.STARTING.value, TaskPhase.RUNNING.value)
+CANCELLED_MESSAGE = "stopped: the job was cancelled"
 
 
 @dataclass
@@ -80,23 +108,68 @@ def _move(
     return moved
 
 
+def end_open_tasks(*, job_id: int, message: str) -> int:
+    """Mark the job's unfinished Task rows as ended (FAILED, ``message``, finished now); returns how
+    many. See "Ended tasks" in the module docstring for the convention."""
+    return Task.objects.filter(job_id=job_id, phase__in=OPEN_PHASES).update(
+        phase=TaskPhase.FAILED.value, exit_code=None, message=message[:2000], finished_at=timezone.now()
+    )
+
+
+def _failure_text(st: TaskStatus, category: str) -> str:
+    how = f"exit code {st.exit_code}" if st.exit_code is not None else category
+    return f"task {st.task_id} failed ({how}): {st.message}"
+
+
+def _retry(result: SyncResult, job: Job, source: JobStatus, first: TaskStatus, category: str) -> None:
+    """RUNNING/STARTING -> REQUEUED -> QUEUED with ``retries`` + 1; the backend already deleted the run."""
+    attempt = job.retries + 1
+    what = _failure_text(first, category)
+    with transaction.atomic():
+        if not _move(
+            result,
+            job,
+            JobStatus.REQUEUED,
+            source,
+            f"{what}; a {category} failure, retrying (retry {attempt} of {job.max_retries})",
+        ):
+            return
+        Job.objects.filter(pk=job.pk).update(retries=F("retries") + 1)
+        end_open_tasks(job_id=job.pk, message=f"stopped: retrying the job after task {first.task_id} failed")
+        _move(
+            result,
+            job,
+            JobStatus.QUEUED,
+            JobStatus.REQUEUED,
+            f"retry {attempt} of {job.max_retries} after a {category} failure of task {first.task_id}; "
+            "waiting for the next scheduling cycle",
+        )
+    logger.info("job %s requeued for retry %s of %s (%s)", job.pk, attempt, job.max_retries, category)
+
+
 def _sync_job(result: SyncResult, job: Job, statuses: list[TaskStatus], backend: ClusterBackend) -> None:
     source = JobStatus(job.status)
     _update_tasks(job, statuses)
     if not statuses:
         idle_for = (timezone.now() - job.updated_at).total_seconds()
-        if idle_for > LOST_GRACE_S and _move(
-            result, job, JobStatus.REQUEUED, source, "the cluster no longer knows this job's tasks"
-        ):
-            _move(result, job, JobStatus.QUEUED, JobStatus.REQUEUED, "requeued after the tasks were lost")
+        if idle_for > LOST_GRACE_S:
+            backend.delete_job(str(job.pk))  # whatever is left of it: the next run starts clean
+            if _move(result, job, JobStatus.REQUEUED, source, "the cluster no longer knows this job's tasks"):
+                end_open_tasks(job_id=job.pk, message="lost: the cluster no longer knows this task")
+                _move(result, job, JobStatus.QUEUED, JobStatus.REQUEUED, "requeued after the tasks were lost")
         return
     failed = [st for st in statuses if st.phase is TaskPhase.FAILED]
     if failed:
         first = failed[0]
-        backend.delete_job(str(job.pk))  # a gang fails together: stop the other replicas
+        # A gang fails (or is retried) together: stop the other replicas first. Deleting before the
+        # requeue also gives a retry a clean slate on the backend (same task ids, fresh runs).
+        backend.delete_job(str(job.pk))
         category = first.failure_category or FailureCategory.USER.value
-        reason = f"task {first.task_id} failed (exit code {first.exit_code}): {first.message}"
-        _move(result, job, JobStatus.FAILED, source, reason, category)
+        if category in RETRYABLE_CATEGORIES and job.retries < job.max_retries:
+            _retry(result, job, source, first, category)
+            return
+        if _move(result, job, JobStatus.FAILED, source, _failure_text(first, category), category):
+            end_open_tasks(job_id=job.pk, message=f"stopped: task {first.task_id} failed")
         return
     succeeded = [st for st in statuses if st.phase is TaskPhase.SUCCEEDED]
     started = [st for st in statuses if st.phase in (TaskPhase.RUNNING, TaskPhase.SUCCEEDED)]
@@ -129,8 +202,20 @@ def job_stop(*, job_id: int, backend: ClusterBackend | None = None) -> bool:
         expected_from=JobStatus.STOPPING,
     )
     if stopped:
+        end_open_tasks(job_id=job.pk, message=CANCELLED_MESSAGE)
         dispatch.request_scheduling_cycle()
     return stopped
+
+
+def _end_tasks_of_ended_jobs() -> None:
+    """Task rows left open by a job that ended elsewhere (a cancel of a QUEUED or REQUEUED job that
+    kept rows of an earlier placement, a bind that gave up): mark them ended too."""
+    open_tasks = Task.objects.filter(phase__in=OPEN_PHASES, job__status__in=[s.value for s in TERMINAL])
+    for job_id, status in open_tasks.order_by().values_list("job_id", "job__status").distinct():
+        message = (
+            CANCELLED_MESSAGE if status == JobStatus.STOPPED.value else f"stopped: the job ended {status}"
+        )
+        end_open_tasks(job_id=job_id, message=message)
 
 
 def sync_status(*, backend: ClusterBackend | None = None) -> SyncResult:
@@ -159,6 +244,7 @@ def sync_status(*, backend: ClusterBackend | None = None) -> SyncResult:
         backend.delete_job(str(job_id))
         result.orphans_deleted.append(str(job_id))
 
+    _end_tasks_of_ended_jobs()
     if result.ended:
         dispatch.request_scheduling_cycle()
     return result

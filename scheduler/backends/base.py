@@ -9,7 +9,9 @@ Contract:
 - ``delete_job(job_id)`` stops and forgets all tasks of a job (cancel); idempotent.
 - ``logs(job_id, task_id)`` returns the task's captured output so far.
 Transient faults raise ``TransientBackendError`` (callers retry with backoff); configuration or
-permanent faults raise ``PermanentBackendError`` with a message a person can act on.
+permanent faults raise ``PermanentBackendError`` with a message a person can act on. A bind whose
+placement conflicts with the backend's current state (a stale decision) raises
+``PlacementConflictError``, a ``PermanentBackendError`` the platform answers by re-planning the job.
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ class TransientBackendError(BackendError):
 
 class PermanentBackendError(BackendError):
     """Not worth retrying: bad configuration, forbidden, invalid request."""
+
+
+class PlacementConflictError(PermanentBackendError):
+    """The placement conflicts with what the backend already holds: its GPUs are taken, the node is
+    gone, or the same task already runs somewhere else. The decision went stale: the caller re-plans
+    the job (back to the queue) instead of retrying the same bind or failing the job."""
 
 
 class TaskPhase(enum.StrEnum):
@@ -62,6 +70,9 @@ class TaskSpec:
     sim_duration_s: float | None = None
     team: str = ""
     user: str = ""
+    # Which run of the job this is: 0 the first, n the n-th retry after a platform failure. Task ids
+    # stay the same across retries (the platform deletes the previous run before binding again).
+    attempt: int = 0
 
 
 @dataclass

@@ -18,7 +18,12 @@ deterministically from the spec, decided once at bind time:
 * ``command[0]`` is ``false`` (as in ``["false"]``)  -> exit code 1, category USER;
 * env ``SIM_EXIT_CODE=<n>`` with n != 0             -> exit code n, category USER (137: OOM, as the
   kernel's OOM killer's SIGKILL would show);
-* ``max_runtime_s`` shorter than the duration        -> killed at max_runtime_s, exit 124, TIMEOUT.
+* ``max_runtime_s`` shorter than the duration        -> killed at max_runtime_s, exit 124, TIMEOUT;
+* env ``SIM_FAIL_CATEGORY=<category>``               -> the task fails at the end of its run with that
+  category (PLATFORM, HARDWARE, USER, OOM, TIMEOUT or IMAGE), as if the node, the GPU or the runtime
+  had failed: no exit code for PLATFORM, HARDWARE and IMAGE (the command did not end by itself), 1
+  for USER, 137 for OOM, 124 for TIMEOUT. With ``SIM_FAIL_ATTEMPTS=<n>`` only the first n runs fail
+  (``TaskSpec.attempt`` < n), so a retried job can be seen to succeed; without it every run fails.
 
 Finished tasks no longer hold resources but stay reported for ``finished_retention_s`` real seconds,
 so a status sync that runs late still sees how they ended. Timestamps in :class:`TaskStatus` are real
@@ -37,17 +42,32 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from scheduler.backends.base import PermanentBackendError, TaskPhase, TaskSpec, TaskStatus
+from scheduler.backends.base import (
+    PermanentBackendError,
+    PlacementConflictError,
+    TaskPhase,
+    TaskSpec,
+    TaskStatus,
+)
 from scheduler.backends.sim_clusters import cluster_spec, parse_topology
 from scheduler.model import GPU_MILLI, ClusterSnapshot, Gpu, Node, Placement
 
 STATE_VERSION = 1
 EXIT_TIMEOUT = 124
 EXIT_OOM = 137
+# SIM_FAIL_CATEGORY values and the exit code a task failing that way reports (None: killed from outside).
+INJECTED_FAILURES: dict[str, int | None] = {
+    "PLATFORM": None,
+    "HARDWARE": None,
+    "IMAGE": None,
+    "USER": 1,
+    "OOM": EXIT_OOM,
+    "TIMEOUT": EXIT_TIMEOUT,
+}
 
 
-class PlacementConflictError(PermanentBackendError):
-    """The placement does not fit what is already bound (stale decision); re-plan, do not retry."""
+# PlacementConflictError lives in base.py (every backend raises it); re-exported here for old imports.
+__all__ = ["PlacementConflictError", "SimulatedBackend", "create_simulated_backend"]
 
 
 class SimulatedBackend:
@@ -195,7 +215,28 @@ class SimulatedBackend:
             del state["tasks"][task_id]
 
     @staticmethod
-    def _outcome(spec: TaskSpec, duration: float) -> tuple[float, int, str, str]:
+    def _injected_failure(spec: TaskSpec) -> str:
+        """The category ``SIM_FAIL_CATEGORY`` asks this run of the task to fail with, or ""."""
+        category = spec.env.get("SIM_FAIL_CATEGORY", "").strip().upper()
+        if not category:
+            return ""
+        if category not in INJECTED_FAILURES:
+            raise PermanentBackendError(
+                f"SIM_FAIL_CATEGORY={spec.env['SIM_FAIL_CATEGORY']!r} is not one of "
+                f"{', '.join(INJECTED_FAILURES)}"
+            )
+        raw = spec.env.get("SIM_FAIL_ATTEMPTS", "").strip()
+        if raw:
+            try:
+                attempts = int(raw)
+            except ValueError:
+                raise PermanentBackendError(f"SIM_FAIL_ATTEMPTS={raw!r} is not an integer") from None
+            if spec.attempt >= attempts:
+                return ""
+        return category
+
+    @classmethod
+    def _outcome(cls, spec: TaskSpec, duration: float) -> tuple[float, int | None, str, str]:
         """(run seconds, exit code, failure category, message) decided at bind time."""
         exit_code = 0
         if spec.command and os.path.basename(spec.command[0]) == "false":
@@ -212,6 +253,14 @@ class SimulatedBackend:
                 EXIT_TIMEOUT,
                 "TIMEOUT",
                 (f"killed after its maximum runtime of {spec.max_runtime_s} s"),
+            )
+        injected = cls._injected_failure(spec)
+        if injected:
+            return (
+                duration,
+                INJECTED_FAILURES[injected],
+                injected,
+                f"simulated {injected} failure (SIM_FAIL_CATEGORY, run {spec.attempt + 1})",
             )
         if exit_code == 0:
             return duration, 0, "", "completed"
@@ -283,7 +332,7 @@ class SimulatedBackend:
                     placement.gpu_indices
                 ):
                     return
-                raise PermanentBackendError(
+                raise PlacementConflictError(
                     f"task {spec.task_id} is already bound to {existing['node']} "
                     f"GPUs {existing['gpu_indices']}, not {placement.node} GPUs {list(placement.gpu_indices)}"
                 )
@@ -385,7 +434,9 @@ class SimulatedBackend:
             sim_elapsed = (min(now, finished) - running) * self.time_scale
             for step in range(1, min(int(sim_elapsed // 60), 20) + 1):
                 lines.append(f"[sim] minute {step}: training step {step * 100}")
-        if phase.finished:
+        if phase.finished and task["exit_code"] is None:
+            lines.append(f"[sim] failed: {task['message']}")
+        elif phase.finished:
             lines.append(f"[sim] exited with code {task['exit_code']}: {task['message']}")
         return "\n".join(lines) + "\n"
 

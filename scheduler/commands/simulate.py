@@ -51,7 +51,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--json", required=True, type=Path, dest="json_out", metavar="OUT.json")
     parser.add_argument("--plot", type=Path, metavar="OUT.png", help="JCT CDF and utilisation over time")
     parser.add_argument("--data", type=Path, default=None, help="shared data folder (default ../shared/data)")
-    parser.add_argument("--limit", type=int, default=None, help="replay only the first N jobs")
+    parser.add_argument("--limit", type=int, default=None, help="replay only N jobs")
+    parser.add_argument(
+        "--start", type=int, default=0, help="skip the first N jobs (a slice starts at time 0)"
+    )
     parser.add_argument("--window", type=int, default=SimConfig.window, help="jobs offered per cycle")
     parser.add_argument("--cycle-seconds", type=float, default=SimConfig.cycle_s, help="scheduling beat")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -87,8 +90,8 @@ def run(args: argparse.Namespace) -> int:
     unknown = [p for p in args.policy if p not in POLICY_NAMES]
     if unknown:
         raise CommandError(f"unknown policy {unknown[0]!r}; known: {', '.join(POLICY_NAMES)}")
-    if args.limit is not None and args.limit <= 0:
-        raise CommandError("--limit must be positive")
+    if (args.limit is not None and args.limit <= 0) or args.start < 0:
+        raise CommandError("--limit must be positive and --start not negative")
     if args.window <= 0 or args.cycle_seconds < 0:
         raise CommandError("--window must be positive and --cycle-seconds not negative")
     data_dir = args.data or default_data_dir()
@@ -101,7 +104,9 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(str(exc)) from None
         print(trace.report.summary(), file=sys.stderr)
         try:
-            one, _ = run_policies(trace, spec, perf, args.policy, config, args.limit, _progress(args.quiet))
+            one, _ = run_policies(
+                trace, spec, perf, args.policy, config, args.limit, _progress(args.quiet), start=args.start
+            )
         except ValueError as exc:
             raise CommandError(f"{path}: {exc}") from None
         reports.append(one)

@@ -278,10 +278,15 @@ class InterferenceAware:
                 origin = f"{model.describe()}; analytic estimate where the model lacks a profile"
             else:
                 origin = f"analytic estimate from utilisation/declared shares ({cycle['note'] or 'no model'})"
+            own, _ = cycle["profiles"].get(task.task_id, ({}, 0.0))
+            # Tell the user whether their job was judged on a measured solo profile (same image and
+            # command profiled before) or only on the GPU share it declared.
+            measured = "gpu_util" in own or "mem_util" in own
+            basis = "this job's measured solo profile" if measured else "this job's declared GPU share"
             text = (
                 f"interference: predicted slowdown {v.newcomer_slowdown:.2f}x "
                 f"(conservative {v.conservative_slowdown:.2f}x) next to {v.tenants} job(s), "
-                f"GPU throughput {v.total_throughput:.2f} [{origin}]"
+                f"GPU throughput {v.total_throughput:.2f} [{origin}; {basis}]"
             )
             if not v.ok:
                 text += f"; warning: {v.why}"

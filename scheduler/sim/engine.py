@@ -3,20 +3,22 @@
 Events: arrivals (trace submit times), completions (``start + remaining work / rate``, recomputed
 whenever a job's rate changes because a co-tenant arrives or leaves), and periodic rounds (every
 ``round_s``, only while they can matter) where preemptive policies preempt and Gandiva unpacks.
-All events at the same instant are processed together, then at most one scheduling cycle runs.
+Scheduling cycles run on a beat of ``cycle_s`` simulated seconds (the platform's periodic cycle; 0 =
+at every event) and only when something changed since the last one.
 
-Why it is fast (documented approximations, none changes what ``schedule()`` decides for the jobs it
-sees):
-- A cycle runs only after something changed: an arrival, or capacity freed by a completion or a
-  preemption. After an arrival alone only the new jobs are offered (older waiting jobs did not fit in
-  the previous cycle and nothing was freed since).
-- Pending window: the queue is kept sorted by the policy's key; a cycle walks it in order, skips jobs
-  that provably cannot fit (a whole-GPU task needs a node with that many idle GPUs; a shared task
-  needs one GPU with enough free milli-GPU and memory) and offers ``schedule()`` the first
-  ``window`` (default 64) that might fit, looking at most ``scan_limit`` (default 4,096) queue entries
-  deep. Jobs are offered in queue order, so ordering and backfilling are the scheduler's.
-- The snapshot holds only nodes with free GPU capacity (a full node passes no filter) and the running
-  placements on them; the cluster state is updated incrementally, never rebuilt.
+Why it is fast (none of this changes what ``schedule()`` decides for the jobs it is offered):
+- After arrivals alone only the new jobs are offered (older waiting jobs did not fit in the previous
+  cycle and nothing was freed since).
+- The queue is one sorted list per request shape. A cycle merges, in queue order, the shapes that
+  might fit (a whole-GPU task needs a node with that many idle GPUs; a shared task one GPU with enough
+  free milli-GPU and memory; the job's GPU demand must not exceed the free capacity), looking at most
+  ``scan_limit`` (4,096) jobs deep, and offers them until their demand reaches the free capacity or
+  ``window`` (64) jobs; jobs a call could not place are skipped by the next call of the same cycle
+  (at most ``max_calls_per_cycle``). ``schedule()`` places jobs one after another in the given order,
+  so consecutive calls decide what one call over the window would.
+- The snapshot holds only nodes with free GPU capacity (a full node passes no filter), and of nodes
+  of one hardware group in the same state only as many as the cycle has tasks (see
+  ``_candidate_nodes``); the cluster state is updated incrementally, never rebuilt.
 
 Ground truth for speed: ``scheduler.sim.perf`` (Gavel measured pairs, documented comm cost model).
 Preemption costs ``preempt_penalty_s`` of lost work (checkpoint restore). Deterministic for a seed:

@@ -7,7 +7,11 @@ gets one job type; its *work* is the trace duration in isolated-seconds, and it 
 Co-location (jobs sharing one GPU), from the measured pairs of the cluster's GPU type::
 
     y(i | j)   = coloc_tput_i / iso_tput_i           measured normalised throughput of i beside j
-    rate_i     = prod_{j in tenants, j != i} y(i | j)   (more than two jobs: composed from pairs)
+    s_i        = 1 + sum_{j in tenants, j != i} (1 / y(i | j) - 1)     rate_i = 1 / s_i
+
+More than two jobs: the excess slowdowns add up (the composition rule of ``scheduler.interference``:
+exact for ideal time slicing, where k saturating jobs each get 1/k; it reduces to the measured pair
+for two jobs). No public data measure three or more training jobs on one GPU.
 
 A pair measured as 0.0 (could not run together, most likely out of memory) runs time-sliced with a
 context-switch overhead: ``y = INFEASIBLE_PAIR_NORM`` (0.45) for both. A pair missing from the shared
@@ -139,12 +143,12 @@ class PerfModel:
         return self.norm_matrix[a][b]
 
     def shared_rate(self, me: int, others: Iterable[int]) -> float:
-        """rate = prod over co-tenants of y(me | other); 1.0 alone."""
-        rate = 1.0
+        """rate = 1 / (1 + sum over co-tenants of (1 / y(me | other) - 1)); 1.0 alone."""
+        slowdown = 1.0
         row = self.norm_matrix[me]
         for o in others:
-            rate *= row[o]
-        return rate
+            slowdown += 1.0 / row[o] - 1.0
+        return 1.0 / slowdown
 
 
 def comm_rate(comm_fraction: float, bottleneck: str | None) -> float:

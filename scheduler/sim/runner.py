@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,14 @@ def run_policies(
     config: SimConfig,
     limit: int | None = None,
     progress: ProgressFactory | None = None,
+    start: int = 0,
 ) -> tuple[dict[str, Any], dict[str, SimResult]]:
     """Simulate each policy; returns the JSON-ready report and the raw results (for plots)."""
-    jobs = trace.jobs[:limit] if limit else trace.jobs
+    jobs = trace.jobs[start : start + limit] if limit else trace.jobs[start:]
+    if start and jobs:
+        # A slice starts on an empty cluster at time 0 like a whole trace.
+        origin = jobs[0].submit
+        jobs = [replace(j, submit=j.submit - origin) for j in jobs]
     report: dict[str, Any] = {
         "trace": trace.report.path,
         "trace_load": {
@@ -40,6 +46,7 @@ def run_policies(
             "bad_row_examples": trace.report.reasons,
         },
         "jobs": len(jobs),
+        "first_job": start,
         "cluster": {"name": spec.name, "total_gpus": spec.total_gpus, "gavel_gpu_type": spec.gavel_gpu_type},
         "config": {
             "seed": config.seed,
@@ -142,3 +149,21 @@ def mean_report(reports: list[dict[str, Any]]) -> dict[str, Any]:
         "per_trace": reports,
         "published_context": PUBLISHED_SIMULATOR_RATE,
     }
+
+
+def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """Reports of one trace and cluster whose policies ran in separate processes, as one report.
+
+    Policies are independent given the seed, so this equals running them in one command."""
+    first = dict(reports[0])
+    for other in reports[1:]:
+        if other.get("trace") != first.get("trace") or other.get("cluster") != first.get("cluster"):
+            raise ValueError("reports to merge must share trace and cluster")
+        if other.get("config") != first.get("config"):
+            raise ValueError("reports to merge must share the simulator configuration")
+    policies: dict[str, Any] = {}
+    for r in reports:
+        policies.update(r["policies"])
+    first["policies"] = policies
+    first["ratios_vs_k8s"] = _ratios(policies)
+    return first

@@ -36,6 +36,7 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.backends.base import (
     PermanentBackendError,
+    PlacementConflictError,
     TaskPhase,
     TaskSpec,
     TaskStatus,
@@ -242,7 +243,7 @@ class KubernetesBackend:
         if node not in self._uuids:
             result = self._call(f"read node {node}", self.api.read_node, node, tolerate=(404,))
             if isinstance(result, _Tolerated):
-                raise PermanentBackendError(f"node {node!r} no longer exists; the placement is stale")
+                raise PlacementConflictError(f"node {node!r} no longer exists; the placement is stale")
             self._uuids[node] = gpu_uuids(node_from_kubernetes(self._sanitize(result)))
         return self._uuids[node]
 
@@ -276,7 +277,7 @@ class KubernetesBackend:
             placement.node,
             placement.gpu_indices,
         ):
-            raise PermanentBackendError(
+            raise PlacementConflictError(
                 f"pod {name} already exists on {before.node} GPUs {list(before.gpu_indices)}, "
                 f"not on {placement.node} GPUs {list(placement.gpu_indices)}"
             )

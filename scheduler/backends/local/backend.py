@@ -49,6 +49,7 @@ from typing import Any
 
 from scheduler.backends.base import (
     PermanentBackendError,
+    PlacementConflictError,
     TaskPhase,
     TaskSpec,
     TaskStatus,
@@ -57,7 +58,6 @@ from scheduler.backends.base import (
 from scheduler.backends.local import containers, runner
 from scheduler.backends.local.environment import task_environment
 from scheduler.backends.local.inventory import GPU_MODES, GpuInventory, gpu_inventory, machine_node
-from scheduler.backends.simulated import PlacementConflictError
 from scheduler.model import GPU_MILLI, ClusterSnapshot, Node, Placement
 
 log = logging.getLogger(__name__)
@@ -420,8 +420,10 @@ class LocalBackend:
 
         Raises PermanentBackendError for a placement this machine cannot have (unknown node or GPU),
         an empty command, or containers required without an engine (one line); PlacementConflictError
-        when the GPUs are already taken (the decision went stale); TransientBackendError while an
-        earlier run of the same task is still stopping."""
+        when the GPUs are already taken or the task already runs on other GPUs (the decision went
+        stale; the platform re-plans the job); TransientBackendError while an earlier run of the same
+        task is still stopping. After ``delete_job`` the same task id may be bound again (a retry):
+        the new run starts afresh and the old run's folder moves to ``<job>/.attempts/``."""
         argv = [str(a) for a in list(spec.command) + list(spec.args)]
         if not argv or not argv[0]:
             raise PermanentBackendError(f"task {spec.task_id}: no command to run")
@@ -442,7 +444,7 @@ class LocalBackend:
                 if not existing.deleted and self._same_placement(existing, placement):
                     return
                 if existing.live and not existing.deleted:
-                    raise PermanentBackendError(
+                    raise PlacementConflictError(
                         f"task {spec.task_id} already runs on GPUs {list(existing.placement.gpu_indices)}, "
                         f"not {list(placement.gpu_indices)}"
                     )

@@ -18,7 +18,12 @@ from kube_emulator import (
     stored,
 )
 
-from scheduler.backends.base import PermanentBackendError, TaskSpec, TransientBackendError
+from scheduler.backends.base import (
+    PermanentBackendError,
+    PlacementConflictError,
+    TaskSpec,
+    TransientBackendError,
+)
 from scheduler.backends.kubernetes import KubernetesBackend
 from scheduler.backends.kubernetes import contract as c
 from scheduler.model import Placement
@@ -148,13 +153,26 @@ def test_a_repeated_bind_is_answered_409_and_treated_as_done(emu: Emulator) -> N
     assert stored(emu, PODS, NS, name)["spec"]["nodeName"] == "gpu-1"
 
 
-def test_a_task_already_placed_elsewhere_is_refused_not_moved(emu: Emulator) -> None:
+def test_a_task_already_placed_elsewhere_is_refused_as_a_placement_conflict_not_moved(
+    emu: Emulator,
+) -> None:
     serve_bindings(emu)
     spec = TaskSpec(job_id="j4", task_id="j4-0", image="img")
     make_backend(emu).bind(spec, Placement("j4", "j4-0", "gpu-1", (0,), gpu_milli=1000))
 
-    with pytest.raises(PermanentBackendError, match="already exists on gpu-1"):
+    with pytest.raises(PlacementConflictError, match="already exists on gpu-1"):
         make_backend(emu).bind(spec, Placement("j4", "j4-0", "gpu-2", (1,), gpu_milli=1000))
+    assert stored(emu, PODS, NS, c.pod_name("j4", "j4-0"))["spec"]["nodeName"] == "gpu-1"
+
+
+def test_a_placement_on_a_node_that_is_gone_is_a_placement_conflict(emu: Emulator) -> None:
+    serve_bindings(emu)
+
+    with pytest.raises(PlacementConflictError, match="'gpu-9' no longer exists"):
+        make_backend(emu).bind(
+            TaskSpec(job_id="j6", task_id="j6-0", image="img"),
+            Placement("j6", "j6-0", "gpu-9", (0,), gpu_milli=1000),
+        )
 
 
 def test_a_binding_answered_409_by_the_server_counts_as_done(emu: Emulator) -> None:

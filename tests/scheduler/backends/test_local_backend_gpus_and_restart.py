@@ -257,6 +257,28 @@ def test_a_task_whose_runner_vanished_without_an_exit_record_fails_as_a_platform
     wait_for(lambda: not group_alive(pgid), what="the orphaned command to be killed")
 
 
+def test_after_a_platform_failure_and_a_delete_the_same_task_runs_again_on_the_same_gpus(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    """What a retry does: the same task id, the same placement, bound again after delete_job. It must
+    run afresh (not be taken for a repeat of the bind that already happened)."""
+    backend.bind(spec("32", gate_command(tmp_path / "never")), placement("32"))
+    running(backend, "32")
+    task_dir = backend.task_dir("32", "job-32-0")
+    os.kill(json.loads((task_dir / files.RUNNER_FILE).read_text())["pid"], signal.SIGKILL)
+    wait_for(lambda: (s := status(backend, "32")) and s.phase.finished, what="the vanish to show")
+    backend.delete_job("32")
+
+    backend.bind(spec("32", [PY, "-c", "print('second run')"]), placement("32"))
+
+    st = finished(backend, "32")
+    assert (st.phase, st.exit_code) == (TaskPhase.SUCCEEDED, 0)
+    assert backend.logs("32", "job-32-0") == "second run\n"
+    assert [s.task_id for s in backend.task_statuses("32")] == ["job-32-0"]
+    [old_run] = list((task_dir.parent / ".attempts").iterdir())
+    assert json.loads((old_run / files.RUNNER_FILE).read_text())["pid"] > 0  # the first run, archived
+
+
 # ----------------------------------------------------------------------------- containers
 
 

@@ -21,11 +21,15 @@ from local_backend_helpers import (
     wait_for,
 )
 
-from scheduler.backends.base import PermanentBackendError, TaskPhase, TransientBackendError
+from scheduler.backends.base import (
+    PermanentBackendError,
+    PlacementConflictError,
+    TaskPhase,
+    TransientBackendError,
+)
 from scheduler.backends.local import LocalBackend
 from scheduler.backends.local import runner as files
 from scheduler.backends.local.runner import group_alive
-from scheduler.backends.simulated import PlacementConflictError
 
 
 @pytest.fixture
@@ -180,10 +184,13 @@ def test_binding_the_same_task_twice_runs_it_once(backend: LocalBackend) -> None
     assert len(backend.task_statuses("10")) == 1
 
 
-def test_a_running_task_cannot_be_bound_again_to_other_gpus(backend: LocalBackend, tmp_path: Path) -> None:
+def test_a_running_task_bound_again_to_other_gpus_is_a_placement_conflict(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
     backend.bind(spec("11", gate_command(tmp_path / "gate11")), placement("11", gpus=(0,)))
     try:
-        with pytest.raises(PermanentBackendError, match="already runs on GPUs"):
+        # A conflict (the platform re-plans the job), not a plain permanent error (it would fail it).
+        with pytest.raises(PlacementConflictError, match="already runs on GPUs"):
             backend.bind(spec("11", gate_command(tmp_path / "gate11")), placement("11", gpus=(1,)))
     finally:
         (tmp_path / "gate11").touch()

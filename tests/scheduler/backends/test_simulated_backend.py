@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.backends import base
 from scheduler.backends.base import ClusterBackend, PermanentBackendError, TaskPhase, TaskSpec
 from scheduler.backends.simulated import PlacementConflictError, SimulatedBackend
 from scheduler.model import Placement
@@ -124,10 +125,19 @@ def test_binding_the_same_task_twice_is_a_no_op(backend: SimulatedBackend, clock
     assert phase_of(backend) is TaskPhase.STARTING
 
 
-def test_binding_a_known_task_to_another_gpu_is_refused(backend: SimulatedBackend) -> None:
+def test_binding_a_known_task_to_another_gpu_is_refused_as_a_placement_conflict(
+    backend: SimulatedBackend,
+) -> None:
     backend.bind(spec(), placement(gpus=(0,)))
-    with pytest.raises(PermanentBackendError, match="already bound"):
+    with pytest.raises(PlacementConflictError, match="already bound"):
         backend.bind(spec(), placement(gpus=(1,)))
+    assert [s.gpu_indices for s in backend.task_statuses()] == [(0,)]
+
+
+def test_the_placement_conflict_error_is_the_base_modules_permanent_error() -> None:
+    # One class for every backend (jobs.binding catches it to re-plan); the old import still works.
+    assert PlacementConflictError is base.PlacementConflictError
+    assert issubclass(PlacementConflictError, PermanentBackendError)
 
 
 def test_a_placement_that_would_oversubscribe_a_gpu_is_a_conflict(backend: SimulatedBackend) -> None:
@@ -174,6 +184,56 @@ def test_sim_exit_code_137_fails_as_out_of_memory(backend: SimulatedBackend, clo
     clock.advance(100)
     (status,) = backend.task_statuses()
     assert (status.phase, status.exit_code, status.failure_category) == (TaskPhase.FAILED, 137, "OOM")
+
+
+@pytest.mark.parametrize(
+    ("category", "exit_code"),
+    [("PLATFORM", None), ("HARDWARE", None), ("IMAGE", None), ("USER", 1), ("OOM", 137), ("TIMEOUT", 124)],
+)
+def test_sim_fail_category_fails_the_task_at_the_end_of_its_run_with_that_category(
+    backend: SimulatedBackend, clock: FakeClock, category: str, exit_code: int | None
+) -> None:
+    backend.bind(spec(env={"SIM_FAIL_CATEGORY": category.lower()}, sim_duration_s=100.0), placement())
+    clock.advance((2 + 10 + 99) / 10)
+    assert phase_of(backend) is TaskPhase.RUNNING
+    clock.advance(0.2)
+    (status,) = backend.task_statuses()
+    assert (status.phase, status.failure_category, status.exit_code) == (
+        TaskPhase.FAILED,
+        category,
+        exit_code,
+    )
+    assert f"simulated {category} failure" in status.message
+    assert backend.logs("1", "job-1-0").splitlines()[-1].endswith(status.message)
+
+
+def test_sim_fail_attempts_fails_only_the_first_runs(backend: SimulatedBackend, clock: FakeClock) -> None:
+    env = {"SIM_FAIL_CATEGORY": "PLATFORM", "SIM_FAIL_ATTEMPTS": "1"}
+    backend.bind(spec(env=env, sim_duration_s=1.0), placement())
+    clock.advance(100)
+    assert [(s.phase, s.failure_category) for s in backend.task_statuses()] == [
+        (TaskPhase.FAILED, "PLATFORM")
+    ]
+
+    backend.delete_job("1")
+    backend.bind(spec(env=env, sim_duration_s=1.0, attempt=1), placement())  # the first retry
+    clock.advance(100)
+    assert [(s.phase, s.exit_code) for s in backend.task_statuses()] == [(TaskPhase.SUCCEEDED, 0)]
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"SIM_FAIL_CATEGORY": "GREMLINS"}, "is not one of PLATFORM, HARDWARE"),
+        ({"SIM_FAIL_CATEGORY": "PLATFORM", "SIM_FAIL_ATTEMPTS": "two"}, "not an integer"),
+    ],
+)
+def test_a_malformed_failure_injection_is_refused_at_bind(
+    backend: SimulatedBackend, env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(PermanentBackendError, match=message):
+        backend.bind(spec(env=env), placement())
+    assert backend.task_statuses() == []
 
 
 def test_a_task_longer_than_its_max_runtime_is_killed_as_a_timeout(

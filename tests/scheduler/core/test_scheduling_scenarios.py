@@ -167,7 +167,7 @@ SCENARIOS = [
     ),
     Scenario(
         "the default profile packs a shared task onto a partly used GPU",
-        nodes=[make_node("n1", gpus=2), make_node("n2", gpus=2)],
+        nodes=[make_node(n, gpus=8, cpu=96_000, mem=384_000) for n in ("n1", "n2")],
         running=[running("p", "n2", (1,), milli=600, cpu=1000, mem=1000)],
         pending=[job("d", T("d", milli=400))],
         profile="default",

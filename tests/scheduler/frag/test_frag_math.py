@@ -155,3 +155,24 @@ def test_malformed_pod_files_fail_with_one_line_naming_the_problem(
 def test_a_missing_node_file_is_reported_by_name(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="no such file"):
         load_nodes(tmp_path / "nope.csv")
+
+
+def test_whole_gpu_profiles_are_credited_with_what_pods_asked_for_not_what_they_hold() -> None:
+    from scheduler.frag.experiment import run_policy
+
+    nodes = [
+        Node(
+            name=f"n{i}",
+            cpu_milli=64000,
+            memory_mib=256000,
+            gpus=[Gpu(index=g, model="T4", memory_mib=16000) for g in range(4)],
+        )
+        for i in range(25)
+    ]
+    pods = [TaskRequest(f"p{i:03d}", cpu_milli=1000, memory_mib=1000, gpu_milli=250) for i in range(400)]
+    k8s = run_policy(nodes, pods, "k8s_default", seed=3)
+    shared = run_policy(nodes, pods, "fgd", seed=3)
+    # Every share holds a whole GPU under k8s_default: the cluster is full at 25 % of what FGD serves.
+    assert k8s.metric("alloc_ratio_pct_at_arrived100") <= 25.0 + 1e-6
+    assert shared.metric("alloc_ratio_pct_at_arrived100") == pytest.approx(100.0, abs=1.0)
+    assert k8s.metric("unalloc_gpu_pct_at_arrived100") >= 74.0

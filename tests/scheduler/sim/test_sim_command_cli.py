@@ -90,3 +90,21 @@ def test_bad_input_is_one_line_and_exit_code_2(
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+@needs_gavel
+def test_a_slice_of_the_trace_starts_at_time_zero(tmp_path: Path) -> None:
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(SPEC)
+    out = tmp_path / "slice.json"
+    code = main([
+        "simulate", "--trace", str(small_trace(tmp_path)), "--cluster", str(spec), "--policy", "fifo",
+        "--start", "10", "--limit", "5", "--json", str(out), "--quiet",
+    ])  # fmt: skip
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert report["jobs"] == 5 and report["first_job"] == 10
+    fifo = report["policies"]["fifo"]
+    # Jobs 10..14 arrive 30 s apart from t=0 on an idle cluster: no queueing, JCT = duration.
+    assert fifo["avg_queueing_s"] <= 10.0
+    assert fifo["makespan_s"] < 4 * 30 + 3600 + 10

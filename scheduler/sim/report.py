@@ -1,0 +1,43 @@
+"""``python -m scheduler.sim.report docs/results/sim_*.json``: markdown tables of simulation reports."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def table(report: dict[str, Any]) -> str:
+    cluster = report["cluster"]
+    trace = report.get("trace") or f"{len(report.get('traces', []))} traces"
+    lines = [
+        f"**{Path(str(trace)).name}** on `{cluster['name']}` ({cluster['total_gpus']} GPUs), {report['jobs']} jobs",
+        "",
+        "| policy | avg JCT h | median h | p95 h | p99 h | avg queue h | makespan d | alloc util | useful util "
+        "| useful (contended) | >tolerance | preempt | jobs/CPU-s | avg JCT / k8s | useful / k8s |",
+        "|---|" + "---|" * 14,
+    ]
+    ratios = report.get("ratios_vs_k8s", {})
+    for name, s in report["policies"].items():
+        r = ratios.get(name, {})
+        lines.append(
+            f"| {name} | {s['avg_jct_s'] / 3600:.2f} | {s['median_jct_s'] / 3600:.2f} | {s['p95_jct_s'] / 3600:.1f} "
+            f"| {s['p99_jct_s'] / 3600:.1f} | {s['avg_queueing_s'] / 3600:.2f} | {s['makespan_s'] / 86400:.1f} "
+            f"| {s['gpu_alloc_util']:.3f} | {s['useful_util']:.3f} | {s['useful_util_contended']:.3f} "
+            f"| {s['tolerance_violations']:.0f} | {s['preemptions']:.0f} | {s.get('jobs_per_cpu_s') or 0:.0f} "
+            f"| {r.get('avg_jct', float('nan')):.2f} | {r.get('useful_util', float('nan')):.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    paths = [Path(p) for p in (argv if argv is not None else sys.argv[1:])]
+    for path in paths:
+        print(table(json.loads(path.read_text())))
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
