@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -196,6 +197,16 @@ def write_gavel_format(path: Path, records: list[PairRecord], infeasible_every: 
                     0,
                 ]
             )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_openmp_thread() -> Iterator[None]:
+    """Gradient boosting on one OpenMP thread: on a shared, loaded machine a thread team per tree
+    spins against other processes and made model fits here take minutes instead of seconds."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        yield
 
 
 @pytest.fixture(scope="session")
