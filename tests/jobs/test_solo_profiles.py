@@ -43,6 +43,12 @@ RECORDED: list[dict[str, Any]] = [
 ]
 
 
+def cycle(sim: Any) -> scheduling.CycleResult:
+    result = scheduling.run_scheduling_cycle(backend=sim)
+    assert result is not None  # None only when another cycle held the lock
+    return result
+
+
 def record(image_ref: str, command: str | list[str] = "python train.py", **kw: Any) -> SoloProfile:
     kw.setdefault("gpu_model", "Tesla T4")
     kw.setdefault("samples", RECORDED)
@@ -130,9 +136,9 @@ def test_the_placement_reason_says_the_model_used_the_measured_profiles(
 ) -> None:
     record(image.reference)
     first = submit(researcher, image, gpu_milli=400, gpu_memory_mib=4096)
-    assert scheduling.run_scheduling_cycle(backend=sim).admitted == [first.pk]
+    assert cycle(sim).admitted == [first.pk]
     second = submit(researcher, image, gpu_milli=400, gpu_memory_mib=4096)
-    assert scheduling.run_scheduling_cycle(backend=sim).admitted == [second.pk]
+    assert cycle(sim).admitted == [second.pk]
     (task,) = second.tasks.all()
     (first_task,) = first.tasks.all()
     # Two light jobs: packing beats an idle GPU, so the second joins the first and the prediction
