@@ -39,5 +39,10 @@ typecheck: install
 
 check: lint typecheck test
 
+# Trained interference models are artefacts under var/models/, rebuilt here, never committed.
+DATA ?= ../shared/data
+models: install
+	$(PY) -m scheduler interference train --data $(DATA)
+
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

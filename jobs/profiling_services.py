@@ -83,8 +83,9 @@ def solo_profile_record(
     """Aggregate one solo run's samples into the stored profile of (image, command, GPU model).
 
     Samples before ``warmup_s`` are dropped (``profiling.summarize``); ValueError when none is left.
-    Merging with an earlier recording follows the module docstring. Runs under a row lock so two
-    agents reporting the same configuration at once do not lose a recording.
+    Merging with an earlier recording follows the module docstring. The stored row is locked while
+    merging, so concurrent recordings of a known profile are not lost; two *first* recordings at once
+    meet the unique constraint (IntegrityError) and the later one must be retried.
     """
     line = command_line(command)
     summary = profiling.summarize([_as_sample(s) for s in samples], image, line, gpu_model, warmup_s)
