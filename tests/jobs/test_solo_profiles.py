@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from threadpoolctl import threadpool_limits
 
 from jobs import scheduling
 from jobs.models import SoloProfile
@@ -110,10 +111,18 @@ def test_running_tasks_get_their_jobs_profile_and_tolerance_in_the_snapshot(rese
     assert snapshot.task_profiles["ext-0"] == {"gpu_util": 50.0}
 
 
+@pytest.fixture(scope="module")
+def trained() -> InterferenceModel:
+    with threadpool_limits(limits=1):  # one OpenMP thread: fast on a shared, loaded machine
+        return InterferenceModel.fit(synthetic_records(), extras=False)
+
+
 @pytest.fixture
-def interference_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: Any) -> InterferenceModel:
+def interference_profile(
+    trained: InterferenceModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> InterferenceModel:
     """A trained model in the model folder and a scheduler profile that uses the plugin."""
-    model = InterferenceModel.fit(synthetic_records(), extras=False)
+    model = trained
     save_model(model, tmp_path / "models" / "interference.joblib")
     monkeypatch.setenv(MODEL_DIR_ENV, str(tmp_path / "models"))
     monkeypatch.setitem(
