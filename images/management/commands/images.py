@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 
 from images import builder
 from images.catalog import DOCKERFILES_DIR, CatalogError, build_args, build_plan, load_catalog
@@ -68,8 +69,14 @@ class Command(BaseCommand):
             handler(options)
         except (CatalogError, builder.BuildError) as exc:
             raise CommandError(str(exc)) from None
+        except DatabaseError as exc:
+            # The catalog lives in the database: say which one is unreachable, not a traceback.
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CommandError(f"the database is unavailable: {first_line}") from None
 
     def sync(self, options: dict[str, Any]) -> None:
+        if not Path(options["dockerfiles"]).is_dir():
+            raise CatalogError(f"{options['dockerfiles']}: no such Dockerfile directory")
         registry = options["registry"] if options["registry"] is not None else os.environ.get(REGISTRY_ENV)
         report = catalog_sync(root=options["dockerfiles"], registry=registry)
         for outcome in ("created", "updated", "unchanged", "retired"):
