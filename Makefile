@@ -36,6 +36,7 @@ lint: install
 
 typecheck: install
 	$(VENV)/bin/mypy scheduler
+	$(VENV)/bin/mypy jobs images frontend platform/accounts platform/quotas platform/config
 
 check: lint typecheck test
 

@@ -5,12 +5,16 @@ The cycle, per pending job in the given order (the caller orders the queue):
 1. for each task of the job, every node runs the profile's *filter* plugins; a node passes when all
    return ``Status.success()``;
 2. each *score* plugin scores the feasible nodes, ``normalize`` maps its scores to 0..100, and the node
-   score is ``sum(weight_p * score_p) / sum(weight_p)``;
+   score is ``sum(weight_p * score_p) / sum(weight_p)``; a plugin whose ``is_neutral(state, task,
+   rows)`` says it has no opinion on this task (same score for every node) is left out of both sums,
+   so e.g. a topology score on a cluster without topology changes no float of the total;
 3. the best node wins; ties break by the node's position in ``snapshot.nodes`` (first wins), a
    stable order callers control;
 4. the profile's GPU chooser picks the GPU indices on that node (``multi_gpu_chooser``, when set,
-   for tasks of two or more whole GPUs); the task is *reserved* on a working copy of the snapshot so
-   later tasks and jobs see it;
+   for tasks of two or more whole GPUs and for every GPU task of a job of two or more tasks, a
+   gang); a filter with ``admitted_gpus_row`` restricts the choice to the GPUs it admits on that
+   node (the chooser sees the others as full); the task is *reserved* on a working copy of the
+   snapshot so later tasks and jobs see it;
 5. if any task of the job cannot be placed, the job's reservations are undone (gang: all or nothing)
    and the job gets a user-facing reason in ``Decision.unschedulable``.
 
@@ -143,6 +147,24 @@ class BatchNormalizePlugin(Protocol):
 
 
 @runtime_checkable
+class NeutralAwarePlugin(Protocol):
+    """Optional on score plugins: True when the plugin would give every row of ``rows`` the same
+    score for ``task`` (nothing to say); the engine then skips it and drops its weight."""
+
+    def is_neutral(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> bool: ...
+
+
+@runtime_checkable
+class GpuAdmissionPlugin(Protocol):
+    """Optional on filter plugins: which GPU slots of ``row`` the filter admits for ``task``
+    (a boolean array over ``CycleState.arrays`` columns), or None when it admits every fitting GPU.
+    The engine keeps the GPU chooser to admitted GPUs, so a node that passed the filter because one
+    of its GPUs is fine never gets the task on another one."""
+
+    def admitted_gpus_row(self, state: CycleState, task: TaskRequest, row: int) -> np.ndarray | None: ...
+
+
+@runtime_checkable
 class BatchGpuChooserPlugin(Protocol):
     name: str
 
@@ -186,7 +208,8 @@ class Profile:
 
     ``filters``: plugin names; ``scores``: plugin name -> weight; ``gpu_chooser``: plugin name;
     ``multi_gpu_chooser``: plugin name used instead of ``gpu_chooser`` for tasks of 2+ whole GPUs
-    (e.g. a topology-aware GPU-set search), None = ``gpu_chooser`` for all;
+    and for every GPU task (whole or fractional) of a job with 2+ tasks (e.g. a topology-aware
+    GPU-set search that plans the gang), None = ``gpu_chooser`` for all;
     ``args``: plugin name -> keyword arguments for its constructor;
     ``whole_gpus``: hand out whole GPUs only (a shared request takes one whole GPU), the way the
     stock Kubernetes device plugin does; for comparisons.
@@ -224,8 +247,14 @@ class BuiltProfile:
     chooser: Any
     multi_chooser: Any = None
 
-    def chooser_for(self, task: TaskRequest) -> Any:
-        if self.multi_chooser is not None and task.gpus >= 2:
+    def chooser_for(self, task: TaskRequest, job: JobRequest | None = None) -> Any:
+        """The chooser for ``task`` of ``job``: ``multi_chooser`` for 2+ whole GPUs and for every
+        GPU task of a multi-task job (its tasks form a gang placed as one set), else ``chooser``."""
+        if self.multi_chooser is None:
+            return self.chooser
+        if task.gpus >= 2:
+            return self.multi_chooser
+        if job is not None and len(job.tasks) > 1 and task.total_gpu_milli > 0:
             return self.multi_chooser
         return self.chooser
 

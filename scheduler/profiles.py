@@ -4,8 +4,11 @@ fragmentation benchmark (``python -m scheduler frag --policy NAME``) takes the s
 Baselines of the FGD paper (one score plugin at weight 1000, as in its simulator, ties to the first
 node in the caller's order): ``random``, ``dot_product``, ``gpu_clustering``, ``gpu_packing``,
 ``best_fit``, ``fgd``. For comparison: ``k8s_default`` (whole GPUs, spread), ``first_fit``,
-``balance`` (the seed strategy alone). ``default`` is our combination (FGD + balance), measured
-against all of them in docs/benchmarks/frag.md.
+``balance`` (the seed strategy alone). ``default`` is the platform's full scheduler: our
+fragmentation combination (FGD + balance, measured against all of them in docs/benchmarks/frag.md)
+plus interference-aware admission and scoring and topology-aware GPU sets for multi-GPU and
+multi-task jobs; on clusters without link topology and jobs without measured profiles (the Alibaba
+trace) the two added plugins are neutral and it places exactly like ``fgd`` + ``balance``.
 """
 
 from __future__ import annotations
@@ -66,13 +69,32 @@ def _default() -> Profile:
     # of similar fragment growth, the node whose CPU, memory and GPU stay in proportion wins, so no
     # dimension runs out while the others idle. The balance term shrinks by max(0, 1 - 2m)^2 as
     # multi-GPU tasks (share m of the GPU request) need whole nodes. See docs/benchmarks/frag.md.
+    #
+    # interference_aware (issue 4): a filter (a GPU where any tenant's predicted slowdown exceeds
+    # its tolerance is excluded, and the engine keeps the GPU chooser to admitted GPUs), a score
+    # (predicted useful throughput of the GPU, weight 1 = FGD's) and the placement's
+    # predicted_slowdown + reason. Neutral (skipped, weight dropped) for whole-GPU tasks, when no
+    # fitting GPU has tenants, and when nobody has a measured profile (the score would only count
+    # tenants, which is the fragmentation scores' business).
+    #
+    # topology_aware (issue 5): the chooser for whole-GPU tasks and every task of a multi-task job
+    # (the GPU set of lowest predicted iteration time, the gang plan, NVLink pairs kept for later);
+    # fgd_gpus chooses on nodes without topology and for fractional single-task jobs. Its score
+    # (weight 2) ranks nodes by the ring bandwidth the job gets; for a gang it is 100 on the planned
+    # node and 0 elsewhere, and 2 > 1 + 0.5 makes the plan win over any fragmentation difference.
+    # Neutral for 1-GPU single-task jobs, fractional tasks and clusters without topology.
     return Profile(
         name="default",
-        filters=("resource_fit",),
-        scores={"fgd": 1.0, "balance": 0.5},
-        gpu_chooser="fgd_gpus",
-        args={"balance": {"similarity_weight": 0.0, "yield_to_multi_gpu": True}},
-        description="FGD fragmentation gradient + multi-dimensional balance",
+        filters=("resource_fit", "interference_aware"),
+        scores={"fgd": 1.0, "balance": 0.5, "interference_aware": 1.0, "topology_aware": 2.0},
+        gpu_chooser="topology_aware",
+        multi_gpu_chooser="topology_aware",
+        args={
+            "balance": {"similarity_weight": 0.0, "yield_to_multi_gpu": True},
+            "topology_aware": {"fallback": "fgd_gpus"},
+        },
+        description="FGD fragmentation gradient + multi-dimensional balance, interference-aware "
+        "admission and scoring, topology-aware GPU sets for multi-GPU and gang jobs",
     )
 
 

@@ -8,7 +8,13 @@ node that took the last placement), which is what makes 1,000+ placements per se
 1,213-node trace cluster.
 
 Scores: ``total_n = sum_p w_p * norm_p(s_p)_n / sum_p w_p`` over feasible rows; the highest total wins
-and ties go to the lowest row, i.e. the caller's node order.
+and ties go to the lowest row, i.e. the caller's node order. A score plugin whose ``is_neutral(state,
+task, rows)`` is True for this task is left out of both sums (it would add the same to every row).
+
+GPU choice: the chooser of ``BuiltProfile.chooser_for(task, job)`` runs on the winning row. When a
+filter exposes ``admitted_gpus_row`` and rejects some GPUs that fit on that row, those GPUs are shown
+to the chooser as full for the duration of the call (``ClusterArrays.gpu_free`` and the ``Node``'s
+``used_milli``, restored afterwards), so whatever chooser the profile names only picks admitted GPUs.
 """
 
 from __future__ import annotations
@@ -32,8 +38,15 @@ from scheduler.framework import (
     unreserve,
 )
 from scheduler.model import GPU_MILLI, JobRequest, Node, Placement, TaskRequest
+from scheduler.plugins.resource_fit import fitting_gpu_mask
 
 _ANON_JOB = JobRequest(job_id="", tasks=[])
+
+
+def _neutral(plugin: Any, state: CycleState, task: TaskRequest, rows: np.ndarray) -> bool:
+    """``plugin.is_neutral(...)`` when the plugin has the hook (``framework.NeutralAwarePlugin``)."""
+    hook = getattr(plugin, "is_neutral", None)
+    return bool(hook(state, task, rows)) if hook is not None else False
 
 
 def shape_key(task: TaskRequest) -> tuple[Hashable, ...]:
@@ -73,6 +86,7 @@ class PlacementEngine:
     # Build user-facing reasons for failures (costs a per-node pass; the benchmark turns it off).
     explain: bool = True
     _cache: dict[tuple[int, Hashable], _Entry] = field(default_factory=dict)
+    _kinds: dict[tuple[int, type], bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         arrays = self.state.arrays
@@ -93,14 +107,14 @@ class PlacementEngine:
         if rows.size == 0:
             return Outcome(None, reason=self._why_not(task) if self.explain else "no node fits")
         totals = self._totals(task, key, rows)
-        chooser = self.built.chooser_for(task)
+        chooser = self.built.chooser_for(task, self.state.job)
         best = int(np.argmax(totals))
         order: Sequence[int] = (best,)
         tried = 0
         while True:
             for i in order:
                 row = int(rows[i])
-                gpus = self._choose(chooser, task, row) if task.total_gpu_milli else ()
+                gpus = self._choose_admitted(chooser, task, row) if task.total_gpu_milli else ()
                 if gpus is None:
                     continue
                 job = self.state.job or _ANON_JOB
@@ -133,6 +147,15 @@ class PlacementEngine:
 
     # -- internals --------------------------------------------------------------------------------
 
+    def _is(self, plugin: Any, protocol: type) -> bool:
+        """``isinstance(plugin, protocol)``, memoised: runtime Protocol checks cost microseconds each
+        and the engine asks several per placement (plugins never change kind during a run)."""
+        key = (id(plugin), protocol)
+        hit = self._kinds.get(key)
+        if hit is None:
+            hit = self._kinds[key] = isinstance(plugin, protocol)
+        return hit
+
     def _placement(self, task: TaskRequest, job: JobRequest, row: int, gpus: tuple[int, ...]) -> Placement:
         arrays = self.state.arrays
         per_gpu_mem = task.gpu_memory_mib
@@ -154,7 +177,8 @@ class PlacementEngine:
         """Plugins with ``annotate(state, task, placement)`` add their prediction to the placement
         (e.g. ``Placement.predicted_slowdown``); each plugin name once, filters then scores then chooser."""
         seen: set[str] = set()
-        plugins = [*self.built.filters, *(p for p, _ in self.built.scores), self.built.chooser_for(task)]
+        chooser = self.built.chooser_for(task, self.state.job)
+        plugins = [*self.built.filters, *(p for p, _ in self.built.scores), chooser]
         for plugin in plugins:
             hook = getattr(plugin, "annotate", None)
             name = getattr(plugin, "name", "")
@@ -163,8 +187,46 @@ class PlacementEngine:
             seen.add(name)
             hook(self.state, task, placement)
 
+    def _choose_admitted(self, chooser: Any, task: TaskRequest, row: int) -> tuple[int, ...] | None:
+        """``_choose`` restricted to the GPUs every admission-aware filter admits on ``row``."""
+        blocked: np.ndarray | None = None
+        for plugin in self.built.filters:
+            hook = getattr(plugin, "admitted_gpus_row", None)
+            if hook is None:
+                continue
+            allowed = hook(self.state, task, row)
+            if allowed is None:
+                continue
+            out = ~np.asarray(allowed, dtype=bool)
+            blocked = out if blocked is None else blocked | out
+        if blocked is None:
+            return self._choose(chooser, task, row)
+        arrays = self.state.arrays
+        fits = fitting_gpu_mask(arrays, task, np.array([row]))[0]
+        hidden = np.flatnonzero(fits & blocked[: fits.size])
+        if hidden.size == 0:
+            return self._choose(chooser, task, row)
+        # Show the rejected GPUs as full while the chooser looks (arrays and Node alike), then restore.
+        saved_free = arrays.gpu_free[row, hidden].copy()
+        arrays.gpu_free[row, hidden] = 0
+        node = self.nodes[row] if self.nodes is not None else None
+        saved_used = [node.gpus[int(g)].used_milli for g in hidden] if node is not None else []
+        if node is not None:
+            for g in hidden:
+                node.gpus[int(g)].used_milli = GPU_MILLI
+        try:
+            gpus = self._choose(chooser, task, row)
+        finally:
+            arrays.gpu_free[row, hidden] = saved_free
+            if node is not None:
+                for g, used in zip(hidden, saved_used, strict=True):
+                    node.gpus[int(g)].used_milli = used
+        if gpus is not None and set(gpus) & {int(g) for g in hidden}:
+            return None  # a chooser that ignores capacity; never hand out a rejected GPU
+        return gpus
+
     def _choose(self, chooser: Any, task: TaskRequest, row: int) -> tuple[int, ...] | None:
-        if isinstance(chooser, BatchGpuChooserPlugin):
+        if self._is(chooser, BatchGpuChooserPlugin):
             return chooser.choose_gpus_row(self.state, task, row)
         if self.nodes is None:
             raise ValueError(f"GPU chooser {chooser.name!r} needs Node objects")
@@ -192,7 +254,7 @@ class PlacementEngine:
         arrays = self.state.arrays
         mask = arrays.schedulable.copy()
         for slot, plugin in enumerate(self.built.filters):
-            if isinstance(plugin, BatchFilterPlugin):
+            if self._is(plugin, BatchFilterPlugin):
                 if getattr(plugin, "cacheable", False):
                     values = self._cached(-1 - slot, plugin, "filter_rows", task, key, mask)
                     mask &= values.astype(bool)
@@ -208,9 +270,15 @@ class PlacementEngine:
 
     def _totals(self, task: TaskRequest, key: Hashable, rows: np.ndarray) -> np.ndarray:
         totals = np.zeros(rows.size)
-        weight_sum = sum(w for _, w in self.built.scores) or 1.0
-        for slot, (plugin, weight) in enumerate(self.built.scores):
-            if isinstance(plugin, BatchScorePlugin):
+        active = [
+            (slot, plugin, weight)
+            for slot, (plugin, weight) in enumerate(self.built.scores)
+            # getattr, not isinstance on the Protocol: this runs for every placement.
+            if not _neutral(plugin, self.state, task, rows)
+        ]
+        weight_sum = sum(w for _, _, w in active) or 1.0
+        for slot, plugin, weight in active:
+            if self._is(plugin, BatchScorePlugin):
                 if getattr(plugin, "cacheable", False):
                     need = np.zeros(self.state.arrays.n, dtype=bool)
                     need[rows] = True
@@ -221,9 +289,9 @@ class PlacementEngine:
                 if self.nodes is None:
                     raise ValueError(f"score plugin {plugin.name!r} needs Node objects")
                 raw = np.array([float(plugin.score(self.state, task, self.nodes[r])) for r in rows])
-            if isinstance(plugin, BatchNormalizePlugin):
+            if self._is(plugin, BatchNormalizePlugin):
                 norm = plugin.normalize_rows(raw)
-            elif isinstance(plugin, NormalizePlugin):
+            elif self._is(plugin, NormalizePlugin):
                 norm = np.asarray(plugin.normalize([float(x) for x in raw]), dtype=float)
             else:
                 norm = raw

@@ -83,6 +83,82 @@ class FgdLookahead(RowScoreMixin):
         return out / (1.0 + self.pack)
 
 
+@register("strand_guard")
+class StrandGuard(RowScoreMixin):
+    """100 - slope * (GPUs the placement leaves without proportional host memory / CPU).
+
+    After the placement, with fg, fc, fm the node's free fractions of GPU, CPU and memory, the GPUs
+    stranded are ``gpu_count * max(0, fg - min(fm, fc if cpu else 1))``. The score is flat (100) on
+    every node where nothing is stranded, so it keeps the first-fit ties FGD relies on, and falls by
+    ``slope`` points per stranded GPU (25 = FGD's sigmoid slope per 1000 milli at Delta = 0, i.e. a
+    stranded GPU counts like a GPU of fragment)."""
+
+    name = "strand_guard"
+    cacheable = True
+
+    def __init__(
+        self,
+        slope: float = 25.0,
+        cpu: bool = True,
+        gpu_tasks_only: bool = False,
+        m_zero: float | None = None,
+        cpu_from_workload: bool = False,
+        gradient: bool = False,
+    ) -> None:
+        self.gradient = gradient
+        self.cpu_from_workload = cpu_from_workload
+        self.slope = slope
+        self.cpu = cpu
+        self.gpu_tasks_only = gpu_tasks_only
+        self.m_zero = m_zero
+
+    def cache_token(self, state: CycleState) -> Hashable:
+        return self._slope(state)
+
+    def _slope(self, state: CycleState) -> float:
+        """``slope``, or with ``m_zero`` ``slope * (1 - max(0, 1 - m / m_zero)^2)``: the guard takes
+        over as the balance term (scaled by ``max(0, 1 - m / m_zero)^2``) yields to multi-GPU demand."""
+        if self.m_zero is None:
+            return self.slope
+        return self.slope * (1.0 - max(0.0, 1.0 - _multi_share(state) / self.m_zero) ** 2)
+
+    def _stranded(
+        self, state: CycleState, rows: np.ndarray, cpu: int, mem: int, gpu_milli: int
+    ) -> np.ndarray:
+        """GPUs on each row left without proportional memory/CPU after taking (cpu, mem, gpu_milli)."""
+        arrays: ClusterArrays = state.arrays
+        count = arrays.gpu_count[rows]
+        cap = np.maximum(count * GPU_MILLI, 1)
+        idle = np.where(arrays.gpu_exists[rows], arrays.gpu_free[rows], 0).sum(axis=1)
+        fg = (idle - gpu_milli) / cap
+        fm = (arrays.mem_free[rows] - mem) / np.maximum(arrays.mem_cap[rows], 1)
+        other = fm
+        if self.cpu and self.cpu_from_workload:
+            # CPU the typical GPU task brings per milli-GPU: idle GPU beyond free CPU / that is stranded.
+            from scheduler.plugins.fgd import target_workload
+
+            cpu_m, milli_m, num_m, _, _, probs = target_workload(state).arrays_for(arrays)
+            gpu_demand = float((probs * milli_m * num_m).sum())
+            cpu_demand = float((probs * cpu_m * (num_m > 0)).sum())
+            if gpu_demand > 0:
+                per_milli = cpu_demand / gpu_demand
+                usable = (arrays.cpu_free[rows] - cpu) / max(per_milli, 1e-9)
+                other = np.minimum(fm, usable / cap)
+        elif self.cpu:
+            fc = (arrays.cpu_free[rows] - cpu) / np.maximum(arrays.cpu_cap[rows], 1)
+            other = np.minimum(fm, fc)
+        stranded = count * np.clip(fg - other, 0.0, None)
+        return stranded
+
+    def score_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
+        if self.gpu_tasks_only and not task.total_gpu_milli:
+            return np.full(len(rows), 100.0)
+        stranded = self._stranded(state, rows, task.cpu_milli, task.memory_mib, task.total_gpu_milli)
+        if self.gradient:
+            stranded = np.clip(stranded - self._stranded(state, rows, 0, 0, 0), 0.0, None)
+        return np.clip(100.0 - self._slope(state) * stranded, 0.0, 100.0)
+
+
 def _fine_scores(state: CycleState, task: TaskRequest, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """FGD with an unquantised score for shared tasks: (score per row, best GPU per row or -1)."""
     from scheduler.plugins.fgd import fgd_scores, target_workload
@@ -139,17 +215,37 @@ class FgdFineGpus(RowChooserMixin):
 def make_candidate(
     name: str = "candidate_lookahead",
     balance_weight: float = 0.5,
-    m_zero: float = 0.5,
+    m_zero: float = 0.4,
     protect_idle: bool = False,
     pack: float = 0.0,
-    fine: bool = False,
+    fine: bool = True,
+    strand: float = 1.0,
+    strand_cpu: bool = True,
+    strand_gpu_only: bool = False,
+    strand_yield: bool = True,
+    strand_slope: float = 25.0,
+    strand_cpu_wl: bool = False,
+    strand_gradient: bool = False,
 ) -> Profile:
+    scores = {"fgd_fine" if fine else "fgd": 1.0, "fgd_lookahead": balance_weight * (1.0 + pack)}
+    if strand:
+        scores["strand_guard"] = strand
     return Profile(
         name=name,
         filters=("resource_fit",),
-        scores={"fgd_fine" if fine else "fgd": 1.0, "fgd_lookahead": balance_weight * (1.0 + pack)},
+        scores=scores,
         gpu_chooser="fgd_fine_gpus" if fine else "fgd_gpus",
-        args={"fgd_lookahead": {"m_zero": m_zero, "protect_idle": protect_idle, "pack": pack}},
+        args={
+            "fgd_lookahead": {"m_zero": m_zero, "protect_idle": protect_idle, "pack": pack},
+            "strand_guard": {
+                "cpu": strand_cpu,
+                "gpu_tasks_only": strand_gpu_only,
+                "m_zero": m_zero if strand_yield else None,
+                "slope": strand_slope,
+                "cpu_from_workload": strand_cpu_wl,
+                "gradient": strand_gradient,
+            },
+        },
         description="FGD + multi-GPU-aware balance + GPU-packing tie-break",
     )
 

@@ -7,21 +7,33 @@ Hooks:
   shared-uplink penalties from the jobs running on the node); a multi-task job follows the gang plan
   made for it at its first task when the engine picked the planned node. Shared (fractional) tasks get
   a GPU that leaves the best whole-GPU sets intact. Nodes without a topology: lowest free indices.
-* ``score`` (+ ``normalize`` to 0..100): the predicted ring bandwidth the job would get with this task
-  on this node (the network bandwidth if the job's other tasks are elsewhere); the node planned for
-  this task by the gang plan scores highest. Single-GPU, single-task jobs score neutral.
+* ``score``/``score_rows`` (+ ``normalize``/``normalize_rows`` to 0..100): the predicted ring bandwidth
+  the job would get with this task on this node (the network bandwidth if the job's other tasks are
+  elsewhere); when a gang plan exists for the task, its planned node scores 1 and every other node 0.
+  Nodes without a topology score 0. ``is_neutral`` tells the engine when the score says nothing:
+  single-GPU single-task jobs, fractional tasks, and feasible nodes none of which has a topology
+  (e.g. the Alibaba trace), so the plugin costs one array lookup there and changes no total.
+* ``annotate``: appends the chosen set's ring bandwidth and links to ``Placement.reason``.
 
 Wiring in a profile: ``multi_gpu_chooser="topology_aware"`` and ``scores={"topology_aware": w, ...}``.
-Constructor arguments: ``compute_s`` and ``gradient_mb`` (defaults for jobs whose profile lacks them).
+Constructor arguments: ``compute_s`` and ``gradient_mb`` (defaults for jobs whose profile lacks them);
+``fallback``: a GPU chooser plugin name (e.g. ``"fgd_gpus"``) that chooses instead on nodes without a
+usable topology and for fractional tasks of single-task jobs (where GPU choice is a fragmentation and
+interference question, not a communication one); without it those get the lowest free indices and
+``_shared_gpu`` as before. With a fallback the plugin can serve as a profile's ``gpu_chooser``: 1-GPU
+tasks then avoid splitting NVLink pairs on nodes that have them, and everything else is unchanged.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
-from scheduler.framework import CycleState, min_max_normalize, register
-from scheduler.model import Node, TaskRequest
+import numpy as np
+
+from scheduler.framework import BatchGpuChooserPlugin, CycleState, create_plugin, min_max_normalize, register
+from scheduler.model import ClusterSnapshot, Node, Placement, TaskRequest
 from scheduler.plugins.resource_fit import fitting_gpus
 from scheduler.topology import (
     Choice,
@@ -37,6 +49,7 @@ from scheduler.topology.links import network_bandwidth
 from scheduler.topology.tables import MAX_TABLE_GPUS, tables_for
 
 _PLANS = "topology_aware.plans"
+_NODES = "topology_aware.nodes"
 _BIG = 1e4  # stands in for an infinite ring bandwidth (one GPU) in scores
 
 
@@ -51,15 +64,66 @@ def node_topology(node: Node) -> Topology | None:
     return topo
 
 
+@dataclass
+class _NodeIndex:
+    """Per snapshot: each node's usable topology, parsed once (backends may store dicts or text)."""
+
+    snapshot: ClusterSnapshot
+    by_name: dict[str, Node]
+    topo: dict[str, Topology | None]
+    has_topo: np.ndarray  # aligned with snapshot.nodes (= CycleState.arrays rows in the engine)
+
+
+def _index(state: CycleState) -> _NodeIndex:
+    idx: _NodeIndex | None = state.data.get(_NODES)
+    if idx is None or idx.snapshot is not state.snapshot:
+        nodes = state.snapshot.nodes
+        topo = {n.name: node_topology(n) for n in nodes}
+        idx = _NodeIndex(
+            snapshot=state.snapshot,
+            by_name={n.name: n for n in nodes},
+            topo=topo,
+            has_topo=np.array([topo[n.name] is not None for n in nodes], dtype=bool),
+        )
+        state.data[_NODES] = idx
+    return idx
+
+
+def _multi_task(state: CycleState) -> bool:
+    return state.job is not None and len(state.job.tasks) > 1
+
+
 @register("topology_aware")
 class TopologyAware:
     name = "topology_aware"
 
-    def __init__(self, compute_s: float = 0.2, gradient_mb: float = 100.0) -> None:
+    def __init__(
+        self, compute_s: float = 0.2, gradient_mb: float = 100.0, fallback: str | None = None
+    ) -> None:
         self.default_profile = CommProfile(compute_s=compute_s, message_bytes=gradient_mb * 1e6)
         self._cache: OrderedDict[tuple[Any, ...], Choice | None] = OrderedDict()
+        if fallback == self.name:
+            raise ValueError("topology_aware cannot be its own fallback")
+        self.fallback: Any = create_plugin(fallback) if fallback else None
+        self._fallback_batch = isinstance(self.fallback, BatchGpuChooserPlugin)
 
     # -- helpers --------------------------------------------------------------------------------
+
+    def _topo(self, state: CycleState, node: Node) -> Topology | None:
+        idx = _index(state)
+        if idx.by_name.get(node.name) is node:
+            return idx.topo[node.name]
+        return node_topology(node)  # a node outside the snapshot (direct calls)
+
+    def _scored(self, state: CycleState, task: TaskRequest) -> bool:
+        """Whether the score has anything to say about ``task`` (module docstring)."""
+        return task.gpus >= 2 or (task.gpus == 1 and _multi_task(state))
+
+    def _delegate(self, state: CycleState, task: TaskRequest, topo: Topology | None) -> bool:
+        """Whether the fallback chooser decides for ``task`` on a node with topology ``topo``."""
+        if self.fallback is None:
+            return False
+        return topo is None or (task.is_shared and not _multi_task(state))
 
     def _comm(self, state: CycleState) -> CommProfile:
         if state.job is None or not state.job.profile:
@@ -110,6 +174,7 @@ class TopologyAware:
         return choice
 
     def _plan(self, state: CycleState) -> dict[str, tuple[str, tuple[int, ...]]]:
+        # (Only multi-task jobs of whole GPUs get a plan; callers check that first.)
         """Gang plan of the current job (task id -> node, GPUs), made once at its first task."""
         job = state.job
         if job is None or len(job.tasks) < 2:
@@ -121,8 +186,9 @@ class TopologyAware:
         plan: dict[str, tuple[str, tuple[int, ...]]] = {}
         if len(sizes) == 1 and next(iter(sizes)) >= 1:
             views = []
+            idx = _index(state)
             for node in state.snapshot.nodes:
-                topo = node_topology(node)
+                topo = idx.topo[node.name]
                 if not node.schedulable or topo is None or topo.gpu_count > MAX_TABLE_GPUS:
                     continue
                 free = tuple(g.index for g in node.gpus if g.is_idle)
@@ -135,15 +201,47 @@ class TopologyAware:
 
     # -- hooks ----------------------------------------------------------------------------------
 
+    def is_neutral(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> bool:
+        """No opinion: the task is not scored, or no feasible node has a topology (score 0 for all)."""
+        if not self._scored(state, task):
+            return True
+        return not bool(_index(state).has_topo[rows].any())
+
     def score(self, state: CycleState, task: TaskRequest, node: Node) -> float:
-        """Raw score: predicted ring GB/s of the job with this task here (plan target: highest)."""
-        topo = node_topology(node)
-        multi_task = state.job is not None and len(state.job.tasks) > 1
-        if topo is None or not task.gpus or (task.gpus == 1 and not multi_task):
+        """Raw score: predicted ring GB/s of the job with this task here (plan: 1 there, 0 elsewhere)."""
+        topo = self._topo(state, node)
+        if topo is None or not self._scored(state, task):
             return 0.0
-        planned = self._plan(state).get(task.task_id)
-        if planned is not None and planned[0] == node.name:
-            return 2 * _BIG
+        return self._score_node(state, task, node, topo, self._job_nodes(state))
+
+    def score_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(rows))
+        if not self._scored(state, task):
+            return out
+        idx = _index(state)
+        nodes = state.snapshot.nodes
+        job_nodes = self._job_nodes(state)
+        for i in np.flatnonzero(idx.has_topo[rows]).tolist():
+            node = nodes[int(rows[i])]
+            topo = idx.topo[node.name]
+            if topo is not None:
+                out[i] = self._score_node(state, task, node, topo, job_nodes)
+        return out
+
+    def _job_nodes(self, state: CycleState) -> set[str]:
+        """Names of the nodes where tasks of the current job already hold GPUs (this cycle)."""
+        mine = self._job_tasks(state)
+        if not mine:
+            return set()
+        return {n.name for n in state.snapshot.nodes if any(mine.intersection(g.tenants) for g in n.gpus)}
+
+    def _score_node(
+        self, state: CycleState, task: TaskRequest, node: Node, topo: Topology, job_nodes: set[str]
+    ) -> float:
+        if _multi_task(state):
+            planned = self._plan(state).get(task.task_id)
+            if planned is not None:
+                return 1.0 if planned[0] == node.name else 0.0
         mine = self._job_tasks(state)
         free = tuple(g.index for g in node.gpus if g.is_idle)
         held = self._held(node, mine)
@@ -153,30 +251,47 @@ class TopologyAware:
         if choice is None:
             return 0.0
         ring = min(choice.ring_gbps, _BIG)
-        elsewhere = any(
-            mine.intersection(g.tenants)
-            for other in state.snapshot.nodes
-            if other is not node
-            for g in other.gpus
-        )
-        if elsewhere:
+        if job_nodes - {node.name}:
             ring = min(ring, network_bandwidth(topo.near_nic_count, topo.nic_gbit))
         return float(ring)
 
     def normalize(self, scores: list[float]) -> list[float]:
         return min_max_normalize(scores)
 
+    def normalize_rows(self, scores: np.ndarray) -> np.ndarray:
+        return np.asarray(min_max_normalize([float(x) for x in scores]), dtype=float)
+
+    def choose_gpus_row(self, state: CycleState, task: TaskRequest, row: int) -> tuple[int, ...] | None:
+        """Batch entry point: delegates to the fallback's row hook cheaply on nodes without topology."""
+        idx = _index(state)
+        node = idx.by_name[state.arrays.names[row]]
+        topo = idx.topo[node.name]
+        if self._delegate(state, task, topo):
+            if self._fallback_batch:
+                return self.fallback.choose_gpus_row(state, task, row)
+            gpus = self.fallback.choose_gpus(state, task, node)
+            return None if gpus is None else tuple(gpus)
+        return self._choose_on(state, task, node, topo)
+
     def choose_gpus(self, state: CycleState, task: TaskRequest, node: Node) -> tuple[int, ...] | None:
+        topo = self._topo(state, node)
+        if self._delegate(state, task, topo):
+            gpus = self.fallback.choose_gpus(state, task, node)
+            return None if gpus is None else tuple(gpus)
+        return self._choose_on(state, task, node, topo)
+
+    def _choose_on(
+        self, state: CycleState, task: TaskRequest, node: Node, topo: Topology | None
+    ) -> tuple[int, ...] | None:
         candidates = fitting_gpus(task, node)
         needed = max(task.gpus, 1)
         if len(candidates) < needed:
             return None
-        topo = node_topology(node)
         if topo is None:
             return tuple(candidates[:needed])
         if not task.gpus:
             return (self._shared_gpu(topo, node, candidates, self._held(node, self._job_tasks(state))),)
-        planned = self._plan(state).get(task.task_id)
+        planned = self._plan(state).get(task.task_id) if _multi_task(state) else None
         if planned is not None and planned[0] == node.name and set(planned[1]) <= set(candidates):
             return planned[1]
         mine = self._job_tasks(state)
@@ -206,3 +321,25 @@ class TopologyAware:
             return shared[0]
         choice = choose_set(topo, candidates, 1)
         return choice.gpus[0] if choice is not None else candidates[0]
+
+    # -- explanation ------------------------------------------------------------------------------
+
+    def annotate(self, state: CycleState, task: TaskRequest, placement: Placement) -> None:
+        """Append the ring the job's GPUs on this node form (with this task) and its slowest link."""
+        if not placement.gpu_indices or not (task.gpus or _multi_task(state)):
+            return
+        idx = _index(state)
+        topo = idx.topo.get(placement.node)
+        node = idx.by_name.get(placement.node)
+        if topo is None or node is None or topo.gpu_count > MAX_TABLE_GPUS:
+            return
+        members = sorted(set(placement.gpu_indices) | set(self._held(node, self._job_tasks(state))))
+        if len(members) < 2:
+            if task.gpus == 1 and not _multi_task(state):
+                text = f"topology: GPU {members[0]} chosen to keep the best GPU sets free"
+                placement.reason = f"{placement.reason}; {text}" if placement.reason else text
+            return
+        ring = float(tables_for(topo).ring[sum(1 << g for g in members)])
+        links = ", ".join(sorted({topo.link(i, j) for i in members for j in members if i < j}))
+        text = f"topology: GPUs {members} on {node.name} form a ring of {ring:.0f} GB/s (pair links {links})"
+        placement.reason = f"{placement.reason}; {text}" if placement.reason else text

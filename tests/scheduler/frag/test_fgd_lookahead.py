@@ -1,0 +1,127 @@
+"""The ``candidate_lookahead`` profile and its plugins (``scheduler.plugins.fgd_lookahead``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from scheduler.__main__ import main
+from scheduler.frag.arrays import ClusterArrays
+from scheduler.frag.engine import PlacementEngine
+from scheduler.frag.fragmentation import TargetWorkload
+from scheduler.framework import CycleState
+from scheduler.model import ClusterSnapshot, Gpu, Node, TaskRequest
+from scheduler.plugins.fgd_lookahead import FgdFine, StrandGuard, make_candidate
+from scheduler.profiles import PROFILES
+from tests.scheduler.frag.test_frag_command import write_fixture
+
+
+def gpu_node(name: str, used: list[int], cpu: int = 32000, used_cpu: int = 0, mem: int = 128000, used_mem: int = 0) -> Node:
+    return Node(
+        name=name,
+        cpu_milli=cpu,
+        memory_mib=mem,
+        used_cpu_milli=used_cpu,
+        used_memory_mib=used_mem,
+        gpus=[Gpu(index=i, model="T4", memory_mib=16000, used_milli=u) for i, u in enumerate(used)],
+    )
+
+
+def state_for(nodes: list[Node], tasks: list[TaskRequest]) -> CycleState:
+    return CycleState(
+        snapshot=ClusterSnapshot(nodes=nodes),
+        data={"target_workload": TargetWorkload.from_tasks(tasks)},
+        arrays=ClusterArrays.from_nodes(nodes),
+        rng=np.random.default_rng(0),
+    )
+
+
+def test_the_candidate_profile_is_registered_by_importing_the_plugins() -> None:
+    import scheduler.plugins  # noqa: F401
+
+    assert "candidate_lookahead" in PROFILES
+    profile = PROFILES["candidate_lookahead"]()
+    assert set(profile.scores) == {"fgd_fine", "fgd_lookahead", "strand_guard"}
+    assert profile.gpu_chooser == "fgd_fine_gpus"
+
+
+def test_the_strand_guard_is_flat_unless_a_placement_strands_gpus() -> None:
+    # a: 4 idle GPUs and most CPU free; b: the same GPUs but CPU nearly gone.
+    nodes = [gpu_node("a", [0, 0, 0, 0]), gpu_node("b", [0, 0, 0, 0], used_cpu=24000)]
+    state = state_for(nodes, [TaskRequest("t", cpu_milli=1000, gpus=1)])
+    guard = StrandGuard(slope=25.0)
+    one_gpu = TaskRequest("x", cpu_milli=4000, memory_mib=8000, gpus=1)
+    scores = guard.score_rows(state, one_gpu, np.array([0, 1]))
+    assert scores[0] == 100.0
+    # b after: GPU free 3/4, CPU free 4/32 -> 4 * (0.75 - 0.125) = 2.5 GPUs stranded.
+    assert abs(scores[1] - (100.0 - 25.0 * 2.5)) < 1e-9
+    # A CPU-only task that eats a GPU node's CPU strands its idle GPUs too.
+    cpu_only = TaskRequest("c", cpu_milli=30000)
+    assert guard.score_rows(state, cpu_only, np.array([0]))[0] < 100.0
+
+
+def test_fgd_fine_keeps_integer_scores_for_whole_gpus_and_refines_shared_ones() -> None:
+    nodes = [gpu_node("a", [0, 0]), gpu_node("b", [500, 0])]
+    tasks = [TaskRequest("s", cpu_milli=1000, gpu_milli=500), TaskRequest("w", cpu_milli=1000, gpus=1)]
+    state = state_for(nodes, tasks)
+    plugin = FgdFine()
+    whole = plugin.score_rows(state, tasks[1], np.array([0, 1]))
+    assert np.all(whole == np.floor(whole))
+    shared = plugin.score_rows(state, tasks[0], np.array([0, 1]))
+    # Completing the half-used GPU on b beats breaking an idle GPU on a.
+    assert shared[1] > shared[0]
+
+
+def test_the_candidate_keeps_every_invariant_on_a_small_run() -> None:
+    nodes = [gpu_node(f"n{i}", [0] * (8 if i < 3 else 2), cpu=64000 if i < 3 else 16000) for i in range(8)]
+    rng = np.random.default_rng(3)
+    shapes = [
+        TaskRequest("a", cpu_milli=4000, memory_mib=8000, gpu_milli=470),
+        TaskRequest("b", cpu_milli=6000, memory_mib=8000, gpu_milli=810),
+        TaskRequest("c", cpu_milli=8000, memory_mib=16000, gpus=1),
+        TaskRequest("d", cpu_milli=16000, memory_mib=32000, gpus=4),
+        TaskRequest("e", cpu_milli=2000, memory_mib=4000),
+    ]
+    tasks = [shapes[int(i)] for i in rng.integers(len(shapes), size=80)]
+    state = state_for(nodes, tasks)
+    engine = PlacementEngine(make_candidate().build(), state, nodes, explain=False)
+    placed = 0
+    for i, task in enumerate(tasks):
+        outcome = engine.place(TaskRequest(f"t{i}", task.cpu_milli, task.memory_mib, task.gpus, task.gpu_milli))
+        if outcome.placement is None:
+            continue
+        engine.commit(outcome.row, outcome.placement)
+        placed += 1
+        p = outcome.placement
+        assert len(p.gpu_indices) == (task.gpus or (1 if task.gpu_milli else 0))
+    arrays = state.arrays
+    assert placed > 0
+    assert (arrays.gpu_free >= 0).all() and (arrays.gpu_free <= 1000).all()
+    assert (arrays.cpu_free >= 0).all() and (arrays.mem_free >= 0).all()
+
+
+def test_the_frag_command_runs_the_candidate_by_name(tmp_path: Path) -> None:
+    nodes, pods = write_fixture(tmp_path)
+    out = tmp_path / "out.json"
+    code = main(
+        [
+            "frag",
+            "--nodes",
+            str(nodes),
+            "--pods",
+            str(pods),
+            "--policy",
+            "candidate_lookahead",
+            "--seeds",
+            "1",
+            "--json",
+            str(out),
+            "--quiet",
+        ]
+    )
+    assert code == 0
+    report = json.loads(out.read_text())
+    block = report["policies"]["candidate_lookahead"]
+    assert block["metrics"]["unalloc_gpu_pct_at_arrived100"]["mean"] >= 0.0
