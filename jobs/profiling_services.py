@@ -175,9 +175,8 @@ def fill_running_task_profiles(snapshot: ClusterSnapshot) -> None:
     found = solo_profiles_for_jobs(jobs)
     filled: dict[str, dict[str, float | str]] = {}
     for job in jobs:
-        profile = found.get(job.pk)
-        if profile is None:
-            continue
+        # Unprofiled jobs still carry their tolerance: the filter must protect them by their own limit.
+        profile = found.get(job.pk) or {}
         for task_id in by_job[job.pk]:
             filled[task_id] = {**profile, "slowdown_tolerance": job.slowdown_tolerance}
     # A new dict: the backend's snapshot may share its mapping with other readers.

@@ -104,8 +104,10 @@ class StrandGuard(RowScoreMixin):
         m_zero: float | None = None,
         cpu_from_workload: bool = False,
         gradient: bool = False,
+        linear: bool = False,
     ) -> None:
         self.gradient = gradient
+        self.linear = linear
         self.cpu_from_workload = cpu_from_workload
         self.slope = slope
         self.cpu = cpu
@@ -120,6 +122,8 @@ class StrandGuard(RowScoreMixin):
         over as the balance term (scaled by ``max(0, 1 - m / m_zero)^2``) yields to multi-GPU demand."""
         if self.m_zero is None:
             return self.slope
+        if self.linear:
+            return self.slope * min(1.0, _multi_share(state) / self.m_zero)
         return self.slope * (1.0 - max(0.0, 1.0 - _multi_share(state) / self.m_zero) ** 2)
 
     def _stranded(
@@ -224,8 +228,9 @@ def make_candidate(
     strand_gpu_only: bool = False,
     strand_yield: bool = True,
     strand_slope: float = 25.0,
-    strand_cpu_wl: bool = False,
-    strand_gradient: bool = False,
+    strand_cpu_wl: bool = True,
+    strand_gradient: bool = True,
+    strand_linear: bool = True,
 ) -> Profile:
     scores = {"fgd_fine" if fine else "fgd": 1.0, "fgd_lookahead": balance_weight * (1.0 + pack)}
     if strand:
@@ -244,6 +249,7 @@ def make_candidate(
                 "slope": strand_slope,
                 "cpu_from_workload": strand_cpu_wl,
                 "gradient": strand_gradient,
+                "linear": strand_linear,
             },
         },
         description="FGD + multi-GPU-aware balance + GPU-packing tie-break",

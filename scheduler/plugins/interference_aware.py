@@ -215,7 +215,8 @@ class InterferenceAware:
     def _verdict(self, gpu: int, entry: tuple[SetPrediction, list[float]]) -> GpuVerdict:
         pred, tolerances = entry
         check = pred.conservative if self.conservative else pred.slowdowns
-        over = [i for i, (s, t) in enumerate(zip(check, tolerances, strict=True)) if s > t]
+        # The epsilon keeps float noise (1.5000000000000004) from refusing a slowdown exactly at tolerance.
+        over = [i for i, (s, t) in enumerate(zip(check, tolerances, strict=True)) if s > t + 1e-9]
         why = ""
         if pred.p_feasible < self.min_feasible:
             why = f"jobs predicted unable to share a GPU (p={pred.p_feasible:.2f})"
