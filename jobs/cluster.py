@@ -118,6 +118,7 @@ def cluster_view(backend: ClusterBackend | None = None) -> dict[str, Any]:
                     "model": gpu.model,
                     "memory_mib": gpu.memory_mib,
                     "used_milli": gpu.used_milli,
+                    "utilization_pct": gpu.utilization_pct,
                     "used_memory_mib": gpu.used_memory_mib,
                     "free_milli": gpu.free_milli,
                     "free_memory_mib": gpu.free_memory_mib,

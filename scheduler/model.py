@@ -25,6 +25,8 @@ class Gpu:
     uuid: str = ""
     # ids of tasks (``Placement.task_id``) sharing this GPU; used by interference-aware plugins.
     tenants: list[str] = field(default_factory=list)
+    # Measured SM utilisation in % (node agent / NVML); None where nothing measures it.
+    utilization_pct: float | None = None
 
     @property
     def free_milli(self) -> int:

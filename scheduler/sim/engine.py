@@ -665,7 +665,10 @@ class Simulator:
                 if len(ids) < 2:
                     continue
                 total = sum(self.jobs[i].rate for i in ids)
-                if total < 1.0:
+                slow = self.policy.unpack_rule == "tolerance" and any(
+                    self.jobs[i].rate * self.cfg.slowdown_tolerance < 1.0 - 1e-9 for i in ids
+                )
+                if total < 1.0 or slow:
                     newest = max(ids, key=lambda i: (self.jobs[i].started_at, i))
                     victim = self.jobs[newest]
                     for other in ids:

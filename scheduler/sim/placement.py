@@ -6,6 +6,8 @@
   as Tiresias and Gandiva place).
 - ``sim_gpu_memory_binpack`` (score + GPU chooser): Alibaba gpushare's binpack by GPU memory:
   the node, then the GPU, whose free GPU memory left after placing is smallest wins.
+- ``sim_interference`` (filter + score + GPU admission, ours): the platform's ``interference_aware``
+  with a memo across cycles and a pack rule, see ``CachedInterference``.
 - ``sim_gandiva_gpus`` (GPU chooser): an idle GPU first; when none, pack onto a GPU that already has
   one tenant, skipping tenants whose job type the job learnt to avoid (Gandiva's introspection).
 
@@ -15,8 +17,13 @@ without a side channel; ``JobRequest.hints["avoid_types"]`` lists job type indic
 
 from __future__ import annotations
 
+from typing import Any
+
 from scheduler.framework import CycleState, register
+from scheduler.interference.features import normalize_gpu_type
+from scheduler.interference.predict import SetQuery, predict_sets
 from scheduler.model import GPU_MILLI, Node, TaskRequest
+from scheduler.plugins.interference_aware import GpuVerdict, InterferenceAware
 from scheduler.plugins.resource_fit import fitting_gpus
 
 
@@ -97,3 +104,104 @@ class GandivaGpus:
             if not any(tenant_type(t) in avoid for t in node.gpus[i].tenants):
                 return (i,)
         return None
+
+
+# -- ours: the platform's interference plugin with what a real platform would cache ----------------
+
+_SetOutcome = tuple[bool, float, float, float, int, str, str]
+
+
+@register("sim_interference")
+class CachedInterference(InterferenceAware):
+    """``interference_aware`` (the real plugin: same filter, score, GPU admission and annotation,
+    same trained model through ``interference.predict.predict_sets``) with two things a long-running
+    platform would add, used by the simulator's ``ours`` policy:
+
+    - **memo across cycles**: the verdict of a co-location set depends only on the newcomer's job
+      type, the residents' job types, the GPU type, the share and the tolerances, so it is predicted
+      once per such key for the whole run (the real plugin memoises per cycle). Only GPUs that fit
+      the task *and* have residents are ever predicted (idle GPUs are "alone", no model call).
+    - **pack rule** (``min_total_throughput``): a co-location is admitted only when, besides every
+      job's conservative predicted slowdown being within its tolerance, the predicted combined
+      normalised throughput ``sum_i 1/s_i`` exceeds ``min_total_throughput`` (1.0: packing must beat
+      taking turns, else the newcomer waits for a GPU of its own).
+    - **introspection** (Gandiva-style, ``JobRequest.hints["avoid_types"]``): residents of a job type
+      this job was unpacked from (its measured progress fell below tolerance) are not admitted again.
+
+    The scheduler's view is the model's prediction, never the simulator's ground truth.
+    """
+
+    name = "sim_interference"
+
+    def __init__(self, min_total_throughput: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.min_total_throughput = min_total_throughput
+        self._memo: dict[tuple[object, ...], _SetOutcome] = {}
+        self.predicted_sets = 0
+
+    @staticmethod
+    def _ident(profile: dict[str, Any]) -> object:
+        key = profile.get("job_key")
+        return key if key is not None else tuple(sorted(profile.items()))
+
+    def _verdicts(self, state: CycleState, task: TaskRequest, nodes: list[Node]) -> list[list[GpuVerdict]]:
+        cycle = self._cycle(state)
+        job = state.job
+        tolerance = job.slowdown_tolerance if job is not None else self.default_tolerance
+        newcomer, _ = cycle["profiles"].get(task.task_id, ({"gpu_share": task.gpu_milli / GPU_MILLI}, 0))
+        me = (self._ident(newcomer), newcomer.get("gpu_share"), tolerance)
+        avoid_raw = job.hints.get("avoid_types", "") if job is not None else ""
+        avoid = {int(x) for x in avoid_raw.split(",") if x}
+        slots: list[tuple[int, int, tuple[object, ...]]] = []
+        avoided: set[tuple[int, int]] = set()
+        todo: dict[tuple[object, ...], tuple[SetQuery, list[float]]] = {}
+        per_node: list[list[int]] = []
+        for pos, node in enumerate(nodes):
+            gpus = fitting_gpus(task, node) if task.total_gpu_milli else []
+            per_node.append(gpus)
+            if not task.is_shared:
+                continue
+            for g in gpus:
+                gpu = node.gpus[g]
+                if not any(t != task.task_id for t in gpu.tenants):
+                    continue
+                if avoid and any(tenant_type(t) in avoid for t in gpu.tenants):
+                    avoided.add((pos, g))
+                tenants = [self._tenant(state, cycle, t, gpu) for t in gpu.tenants if t != task.task_id]
+                others = tuple(sorted((repr(self._ident(p)), p.get("gpu_share"), tol) for p, tol in tenants))
+                key = (me, others, gpu.model, gpu.memory_mib)
+                slots.append((pos, g, key))
+                if key not in self._memo and key not in todo:
+                    profiles = [newcomer] + [p for p, _ in tenants]
+                    query = SetQuery(
+                        profiles, normalize_gpu_type(gpu.model), self.mechanism, float(gpu.memory_mib)
+                    )
+                    todo[key] = (query, [tolerance] + [t for _, t in tenants])
+        if todo:
+            keys = list(todo)
+            preds = predict_sets(self._model(cycle), [todo[k][0] for k in keys])
+            self.predicted_sets += len(keys)
+            for key, pred in zip(keys, preds, strict=True):
+                v = self._verdict(0, (pred, todo[key][1]))
+                ok, why = v.ok, v.why
+                if ok and v.total_throughput <= self.min_total_throughput:
+                    ok = False
+                    why = f"predicted GPU throughput {v.total_throughput:.2f} <= {self.min_total_throughput:.2f}"
+                self._memo[key] = (
+                    ok, v.newcomer_slowdown, v.conservative_slowdown, v.total_throughput, v.tenants, v.source, why
+                )  # fmt: skip
+        by_slot = {(pos, g): key for pos, g, key in slots}
+        result: list[list[GpuVerdict]] = []
+        for pos, gpus in enumerate(per_node):
+            verdicts = []
+            for g in gpus:
+                key = by_slot.get((pos, g))
+                if key is None:
+                    verdicts.append(GpuVerdict(g, True, 1.0, 1.0, 1.0, 0, "alone"))
+                else:
+                    ok, s, sc, thr, n, src, why = self._memo[key]
+                    if (pos, g) in avoided:
+                        ok, why = False, "unpacked from this job type before (measured progress too slow)"
+                    verdicts.append(GpuVerdict(g, ok, s, sc, thr, n, src, why))
+            result.append(verdicts)
+        return result

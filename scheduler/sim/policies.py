@@ -8,7 +8,7 @@
 | tiresias   | discretised 2D-LAS, preemptive      | whole GPUs                  | MostAllocated                  |
 | gandiva    | FIFO, introspective unpacking       | half GPU if it fits (pack)  | MostAllocated + Gandiva GPUs   |
 | gpushare   | FIFO                                | GPU memory only (binpack)   | gpushare memory binpack        |
-| ours       | discretised 2D-LAS, preemptive      | half GPU if it fits         | ``get_profile("default")``     |
+| ours       | 2D-LAS, preemptive, unpacks slow    | half GPU if it fits         | default, ``sim_interference``  |
 
 Sharing rules (the job type's estimated memory footprint ``mem``, GPU memory ``M``):
 - *half* (ours, Gandiva): a 1-GPU job with ``mem + CONTEXT_MIB <= M / 2`` asks for
@@ -51,6 +51,9 @@ class Policy:
     profile: Profile
     preemptive: bool = False
     introspective: bool = False
+    # "gandiva": unpack a pair whose measured combined throughput < 1; "tolerance": unpack when a
+    # co-located job's measured progress rate is below 1 / its slowdown tolerance (or the pair < 1).
+    unpack_rule: str = "gandiva"
     description: str = ""
 
 
@@ -59,22 +62,27 @@ def las_level(attained_gpu_s: float) -> int:
 
 
 def ours_profile() -> Profile:
-    """The platform's ``default`` profile, completed into the full profile the issue compares:
-    the ``interference_aware`` filter and score and the ``topology_aware`` score and multi-GPU
-    chooser are added when those plugins exist and the default does not already use them."""
+    """Ours: the platform's ``default`` profile (FGD + balance + interference_aware + topology_aware,
+    whatever ``get_profile("default")`` holds now) with ``interference_aware`` swapped for
+    ``sim_interference`` (the same plugin and trained model, memoised across cycles, with the pack
+    rule ``sum 1/s > 1``), and the interference and topology plugins added if the default lacks them."""
     base = get_profile("default")
     _load_builtin_plugins()
-    filters = list(base.filters)
-    scores = dict(base.scores)
+    swap = {"interference_aware": "sim_interference"}
+    filters = [swap.get(f, f) for f in base.filters]
+    scores = {swap.get(k, k): w for k, w in base.scores.items()}
+    args = {swap.get(k, k): v for k, v in base.args.items()}
     weight = sum(scores.values()) or 1.0
     multi = base.multi_gpu_chooser
-    if "interference_aware" in REGISTRY and "interference_aware" not in base.plugin_names():
-        filters.append("interference_aware")
-        scores["interference_aware"] = weight
+    if "sim_interference" not in filters:
+        filters.append("sim_interference")
+    scores.setdefault("sim_interference", weight)
     if "topology_aware" in REGISTRY and "topology_aware" not in base.plugin_names():
         scores["topology_aware"] = weight
         multi = multi or "topology_aware"
-    return replace(base, name="ours", filters=tuple(filters), scores=scores, multi_gpu_chooser=multi)
+    return replace(
+        base, name="ours", filters=tuple(filters), scores=scores, multi_gpu_chooser=multi, args=args
+    )
 
 
 def _whole(name: str, score: str) -> Profile:
@@ -113,8 +121,9 @@ def make_policy(name: str) -> Policy:
         return Policy(name, "fifo", "memory", profile, description="gpushare memory binpack")
     if name == "ours":
         return Policy(
-            name, "las", "half", ours_profile(), preemptive=True,
-            description="platform default profile (+ interference/topology plugins), 2D-LAS, fractional GPUs",
+            name, "las", "half", ours_profile(), preemptive=True, introspective=True, unpack_rule="tolerance",
+            description="platform default profile (interference memoised + pack rule, topology), 2D-LAS, "
+            "fractional GPUs, unpack co-locations measured beyond tolerance",
         )  # fmt: skip
     raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")
 

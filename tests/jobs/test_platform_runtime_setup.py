@@ -124,4 +124,6 @@ def test_the_cluster_view_shows_each_gpu_allocation_with_its_job_and_team(
         }
     ]
     assert node["gpus"][1]["allocations"] == []
+    # Nothing measures a simulated GPU: the view says "unknown", never a made-up number.
+    assert gpu0["utilization_pct"] is None
     assert view["totals"] == {"gpus": 2, "gpu_milli": 2000, "used_gpu_milli": 250}

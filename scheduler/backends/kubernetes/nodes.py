@@ -43,6 +43,13 @@ def _int(value: Any, default: int = 0) -> int:
         return default
 
 
+def _pct(value: Any) -> float | None:
+    """A published utilisation in 0..100, or None when absent or malformed."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 <= value <= 100 else None
+
+
 def _published_gpus(annotations: dict[str, str]) -> list[Gpu] | None:
     raw = annotations.get(c.NODE_ANN_GPUS)
     if not raw:
@@ -63,6 +70,7 @@ def _published_gpus(annotations: dict[str, str]) -> list[Gpu] | None:
                 model=str(item.get("model", "")),
                 memory_mib=_int(item.get("memory_mib")),
                 uuid=str(item.get("uuid", "")),
+                utilization_pct=_pct(item.get("utilization_pct")),
             )
         )
     return sorted(gpus, key=lambda g: g.index)

@@ -182,3 +182,16 @@ def test_gpus_taken_through_the_device_plugin_by_pods_we_did_not_place_are_not_o
     assert sum(g.used_milli for g in node.gpus) == 2000
     assert sum(1 for g in node.gpus if g.tenants == ["default/legacy-train"]) == 2
     assert node.used_cpu_milli == 1000
+
+
+def test_gpu_utilisation_published_by_the_agent_reaches_the_snapshot() -> None:
+    readings = [
+        {"index": 0, "uuid": "GPU-0", "model": "L40S", "memory_mib": 46068, "utilization_pct": 87},
+        {"index": 1, "uuid": "GPU-1", "model": "L40S", "memory_mib": 46068, "utilization_pct": "high"},
+    ]
+    with running_emulator() as emulator:
+        add_node(
+            emulator, "gpu-u", cpu="8", memory="64Gi", annotations={c.NODE_ANN_GPUS: json.dumps(readings)}
+        )
+        gpus = make_backend(emulator).snapshot().node("gpu-u").gpus
+    assert [g.utilization_pct for g in gpus] == [87.0, None]

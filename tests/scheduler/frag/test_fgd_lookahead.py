@@ -18,7 +18,9 @@ from scheduler.profiles import PROFILES
 from tests.scheduler.frag.test_frag_command import write_fixture
 
 
-def gpu_node(name: str, used: list[int], cpu: int = 32000, used_cpu: int = 0, mem: int = 128000, used_mem: int = 0) -> Node:
+def gpu_node(
+    name: str, used: list[int], cpu: int = 32000, used_cpu: int = 0, mem: int = 128000, used_mem: int = 0
+) -> Node:
     return Node(
         name=name,
         cpu_milli=cpu,
@@ -43,23 +45,35 @@ def test_the_candidate_profile_is_registered_by_importing_the_plugins() -> None:
 
     assert "candidate_lookahead" in PROFILES
     profile = PROFILES["candidate_lookahead"]()
-    assert set(profile.scores) == {"fgd_fine", "fgd_lookahead", "strand_guard"}
+    assert profile.scores == {"fgd_fine": 1.0, "balance_yield": 0.5, "strand_guard": 1.0}
     assert profile.gpu_chooser == "fgd_fine_gpus"
 
 
-def test_the_strand_guard_is_flat_unless_a_placement_strands_gpus() -> None:
-    # a: 4 idle GPUs and most CPU free; b: the same GPUs but CPU nearly gone.
+def test_the_strand_guard_penalises_only_gpus_newly_left_without_cpu() -> None:
+    # a: 4 idle GPUs and all CPU free; b: the same GPUs but CPU nearly gone.
     nodes = [gpu_node("a", [0, 0, 0, 0]), gpu_node("b", [0, 0, 0, 0], used_cpu=24000)]
-    state = state_for(nodes, [TaskRequest("t", cpu_milli=1000, gpus=1)])
-    guard = StrandGuard(slope=25.0)
+    # Typical GPU task: 4 cores per GPU -> 4 GPUs need 16 cores.
+    state = state_for(nodes, [TaskRequest("t", cpu_milli=4000, gpus=1)])
+    guard = StrandGuard(slope=25.0, m_zero=None)
+    rows = np.array([0, 1])
+    # b already strands 4 - 8/4 = 2 GPUs; nothing is stranded on a.
+    assert np.allclose(guard.stranded(state, rows), [0.0, 2.0])
     one_gpu = TaskRequest("x", cpu_milli=4000, memory_mib=8000, gpus=1)
-    scores = guard.score_rows(state, one_gpu, np.array([0, 1]))
-    assert scores[0] == 100.0
-    # b after: GPU free 3/4, CPU free 4/32 -> 4 * (0.75 - 0.125) = 2.5 GPUs stranded.
-    assert abs(scores[1] - (100.0 - 25.0 * 2.5)) < 1e-9
-    # A CPU-only task that eats a GPU node's CPU strands its idle GPUs too.
-    cpu_only = TaskRequest("c", cpu_milli=30000)
-    assert guard.score_rows(state, cpu_only, np.array([0]))[0] < 100.0
+    # A typical task strands nothing more anywhere: the score is flat, FGD's ties survive.
+    assert np.allclose(guard.score_rows(state, one_gpu, rows), [100.0, 100.0])
+    # A CPU-only task that eats 24 cores of a leaves 2 of its 4 idle GPUs without CPU.
+    cpu_only = TaskRequest("c", cpu_milli=24000)
+    assert np.allclose(guard.score_rows(state, cpu_only, np.array([0])), [100.0 - 25.0 * 2.0])
+
+
+def test_the_strand_guard_ramps_in_with_the_multi_gpu_share() -> None:
+    nodes = [gpu_node("a", [0, 0, 0, 0])]
+    single = state_for(nodes, [TaskRequest("t", cpu_milli=4000, gpus=1)])
+    tasks = [TaskRequest("t", cpu_milli=4000, gpus=1), TaskRequest("m", cpu_milli=4000, gpus=4)]
+    multi = state_for(nodes, tasks)
+    guard = StrandGuard()
+    assert guard._slope(single) == 0.0
+    assert guard._slope(multi) == 25.0  # 80 % of the GPU request is multi-GPU: full strength
 
 
 def test_fgd_fine_keeps_integer_scores_for_whole_gpus_and_refines_shared_ones() -> None:
@@ -89,7 +103,8 @@ def test_the_candidate_keeps_every_invariant_on_a_small_run() -> None:
     engine = PlacementEngine(make_candidate().build(), state, nodes, explain=False)
     placed = 0
     for i, task in enumerate(tasks):
-        outcome = engine.place(TaskRequest(f"t{i}", task.cpu_milli, task.memory_mib, task.gpus, task.gpu_milli))
+        request = TaskRequest(f"t{i}", task.cpu_milli, task.memory_mib, task.gpus, task.gpu_milli)
+        outcome = engine.place(request)
         if outcome.placement is None:
             continue
         engine.commit(outcome.row, outcome.placement)

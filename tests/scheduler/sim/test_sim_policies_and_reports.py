@@ -22,15 +22,18 @@ def test_memory_sharing_asks_for_memory_with_a_proportional_compute_share() -> N
     assert shared_request("memory", 1, 16000, 16384) is None
 
 
-def test_ours_is_the_default_profile_completed_with_interference_and_topology_plugins() -> None:
+def test_ours_is_the_default_profile_with_the_memoised_interference_plugin() -> None:
     ours = ours_profile()
     default = get_profile("default")
-    assert set(default.plugin_names()) <= set(ours.plugin_names())
-    if "interference_aware" in REGISTRY:
-        assert "interference_aware" in ours.filters and "interference_aware" in ours.scores
+    swapped = {"sim_interference" if n == "interference_aware" else n for n in default.plugin_names()}
+    assert swapped <= set(ours.plugin_names())
+    assert "interference_aware" not in ours.plugin_names()
+    assert "sim_interference" in ours.filters and "sim_interference" in ours.scores
     if "topology_aware" in REGISTRY:
         assert "topology_aware" in ours.scores
-    assert make_policy("ours").order == "las" and make_policy("ours").share == "half"
+    policy = make_policy("ours")
+    assert policy.order == "las" and policy.share == "half"
+    assert policy.introspective and policy.unpack_rule == "tolerance"
 
 
 def test_every_policy_name_builds_and_unknown_names_are_refused() -> None:
