@@ -44,6 +44,7 @@ from scheduler.framework import BuiltProfile, reserve, schedule, unreserve
 from scheduler.model import GPU_MILLI, ClusterSnapshot, JobRequest, Node, Placement, TaskRequest
 from scheduler.sim.cluster import ClusterSpec
 from scheduler.sim.perf import PerfModel, best_link, bottleneck_link, comm_rate
+from scheduler.sim.placement import clear_interference_memo
 from scheduler.sim.policies import (
     LAS_THRESHOLDS_GPU_S,
     SHARED_CPU_MILLI,
@@ -171,6 +172,7 @@ class Simulator:
         self.policy = policy
         self.perf = perf
         self.progress = progress
+        clear_interference_memo()  # every run starts cold (and sees the model it is given)
         self.built: BuiltProfile = policy.profile.build()
         self.nodes, self.links = spec.build_nodes()
         self.node_by_name = {n.name: i for i, n in enumerate(self.nodes)}

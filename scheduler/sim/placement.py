@@ -111,6 +111,14 @@ class GandivaGpus:
 _SetOutcome = tuple[bool, float, float, float, int, str, str]
 
 
+_MEMOS: dict[tuple[object, ...], dict[tuple[object, ...], _SetOutcome]] = {}
+
+
+def clear_interference_memo() -> None:
+    """Forget memoised set verdicts (the simulator starts every run cold)."""
+    _MEMOS.clear()
+
+
 @register("sim_interference")
 class CachedInterference(InterferenceAware):
     """``interference_aware`` (the real plugin: same filter, score, GPU admission and annotation,
@@ -136,8 +144,9 @@ class CachedInterference(InterferenceAware):
     def __init__(self, min_total_throughput: float = 1.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.min_total_throughput = min_total_throughput
-        self._memo: dict[tuple[object, ...], _SetOutcome] = {}
-        self.predicted_sets = 0
+        # Shared by the filter, score and chooser instances of one profile (one dict per settings).
+        settings = (self.model_path, self.use_model, self.conservative, self.min_feasible, self.mechanism)
+        self._memo = _MEMOS.setdefault((*settings, min_total_throughput), {})
 
     @staticmethod
     def _ident(profile: dict[str, Any]) -> object:
@@ -156,6 +165,15 @@ class CachedInterference(InterferenceAware):
         avoided: set[tuple[int, int]] = set()
         todo: dict[tuple[object, ...], tuple[SetQuery, list[float]]] = {}
         per_node: list[list[int]] = []
+        # Same task, same node state within a cycle (filter, score, admission and chooser ask in
+        # turn): answered from the cycle's memo.
+        seen: dict[tuple[object, ...], list[GpuVerdict]] = cycle.setdefault("sim_verdicts", {})
+        node_keys = [
+            (task.task_id, node.name, tuple((g.used_milli, tuple(g.tenants)) for g in node.gpus))
+            for node in nodes
+        ]
+        if all(k in seen for k in node_keys):
+            return [seen[k] for k in node_keys]
         for pos, node in enumerate(nodes):
             gpus = fitting_gpus(task, node) if task.total_gpu_milli else []
             per_node.append(gpus)
@@ -169,7 +187,7 @@ class CachedInterference(InterferenceAware):
                     avoided.add((pos, g))
                 tenants = [self._tenant(state, cycle, t, gpu) for t in gpu.tenants if t != task.task_id]
                 others = tuple(sorted((repr(self._ident(p)), p.get("gpu_share"), tol) for p, tol in tenants))
-                key = (me, others, gpu.model, gpu.memory_mib)
+                key: tuple[object, ...] = (me, others, gpu.model, gpu.memory_mib)
                 slots.append((pos, g, key))
                 if key not in self._memo and key not in todo:
                     profiles = [newcomer] + [p for p, _ in tenants]
@@ -180,14 +198,13 @@ class CachedInterference(InterferenceAware):
         if todo:
             keys = list(todo)
             preds = predict_sets(self._model(cycle), [todo[k][0] for k in keys])
-            self.predicted_sets += len(keys)
-            for key, pred in zip(keys, preds, strict=True):
-                v = self._verdict(0, (pred, todo[key][1]))
+            for done_key, pred in zip(keys, preds, strict=True):
+                v = self._verdict(0, (pred, todo[done_key][1]))
                 ok, why = v.ok, v.why
                 if ok and v.total_throughput <= self.min_total_throughput:
                     ok = False
                     why = f"predicted GPU throughput {v.total_throughput:.2f} <= {self.min_total_throughput:.2f}"
-                self._memo[key] = (
+                self._memo[done_key] = (
                     ok, v.newcomer_slowdown, v.conservative_slowdown, v.total_throughput, v.tenants, v.source, why
                 )  # fmt: skip
         by_slot = {(pos, g): key for pos, g, key in slots}
@@ -195,13 +212,14 @@ class CachedInterference(InterferenceAware):
         for pos, gpus in enumerate(per_node):
             verdicts = []
             for g in gpus:
-                key = by_slot.get((pos, g))
-                if key is None:
+                hit = by_slot.get((pos, g))
+                if hit is None:
                     verdicts.append(GpuVerdict(g, True, 1.0, 1.0, 1.0, 0, "alone"))
                 else:
-                    ok, s, sc, thr, n, src, why = self._memo[key]
+                    ok, s, sc, thr, n, src, why = self._memo[hit]
                     if (pos, g) in avoided:
                         ok, why = False, "unpacked from this job type before (measured progress too slow)"
                     verdicts.append(GpuVerdict(g, ok, s, sc, thr, n, src, why))
             result.append(verdicts)
+            seen[node_keys[pos]] = verdicts
         return result

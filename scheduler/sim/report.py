@@ -28,7 +28,23 @@ def table(report: dict[str, Any]) -> str:
             f"| {s['tolerance_violations']:.0f} | {s['preemptions']:.0f} | {s.get('jobs_per_cpu_s') or 0:.0f} "
             f"| {r.get('avg_jct', float('nan')):.2f} | {r.get('useful_util', float('nan')):.2f} |"
         )
+    lines += ["", vs_best_other(report)]
     return "\n".join(lines)
+
+
+def vs_best_other(report: dict[str, Any], ours: str = "ours") -> str:
+    """One line: ours against the best other policy (lowest average JCT) of the same run."""
+    policies = report["policies"]
+    others = {k: v for k, v in policies.items() if k != ours}
+    if ours not in policies or not others:
+        return ""
+    best = min(others, key=lambda k: others[k]["avg_jct_s"])
+    o, b = policies[ours], others[best]
+    return (
+        f"ours / best other ({best}): avg JCT {o['avg_jct_s'] / b['avg_jct_s']:.2f}, "
+        f"useful util {o['useful_util'] / b['useful_util']:.2f}, "
+        f"useful util in contended time {o['useful_util_contended'] / b['useful_util_contended']:.2f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

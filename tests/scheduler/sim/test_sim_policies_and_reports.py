@@ -72,3 +72,15 @@ def test_reports_merge_by_policy_and_average_over_traces() -> None:
     assert mean["policies"]["k8s"]["avg_jct_s"] == pytest.approx(200.0)
     assert mean["ratios_vs_k8s"]["ours"]["avg_jct"] == pytest.approx(50.0 / 200.0)
     assert len(mean["per_trace"]) == 2
+
+
+def test_ours_is_compared_with_the_other_policy_of_lowest_average_jct() -> None:
+    from scheduler.sim.report import vs_best_other
+
+    def s(jct: float, util: float) -> dict[str, float]:
+        return {"avg_jct_s": jct, "useful_util": util, "useful_util_contended": util}
+
+    report = {"policies": {"k8s": s(100.0, 0.5), "tiresias": s(40.0, 0.4), "ours": s(30.0, 0.6)}}
+    line = vs_best_other(report)
+    assert line.startswith("ours / best other (tiresias): avg JCT 0.75, useful util 1.50")
+    assert vs_best_other({"policies": {"k8s": s(1.0, 1.0)}}) == ""
