@@ -64,37 +64,58 @@ def _balance() -> Profile:
     )
 
 
+def _fgd_balance() -> Profile:
+    # The first combination we measured: FGD's fragment gradient plus 0.5 x the balance score (no
+    # similarity term), the balance term shrinking by max(0, 1 - 2m)^2 as multi-GPU tasks (share m
+    # of the GPU request) need whole nodes. Kept for comparison; see docs/benchmarks/frag.md.
+    return Profile(
+        name="fgd_balance",
+        filters=("resource_fit",),
+        scores={"fgd": 1.0, "balance": 0.5},
+        gpu_chooser="fgd_gpus",
+        args={"balance": {"similarity_weight": 0.0, "yield_to_multi_gpu": True}},
+        description="FGD fragmentation gradient + multi-dimensional balance",
+    )
+
+
 def _default() -> Profile:
-    # FGD's fragment gradient plus 0.5 x the balance score (no similarity term): among placements
-    # of similar fragment growth, the node whose CPU, memory and GPU stay in proportion wins, so no
-    # dimension runs out while the others idle. The balance term shrinks by max(0, 1 - 2m)^2 as
-    # multi-GPU tasks (share m of the GPU request) need whole nodes. See docs/benchmarks/frag.md.
+    # Fragmentation (issue 3), plugins in scheduler/plugins/fgd_lookahead.py:
+    # - fgd_fine: FGD's fragment gradient; shared-GPU tasks get the unrounded score (whole-GPU and
+    #   CPU-only tasks keep FGD's integer score, so their ties still go first-fit).
+    # - balance_yield (weight 0.5): CPU, memory and GPU used in proportion, so no dimension runs out
+    #   while others idle; it yields by max(0, 1 - m/0.4)^2 as multi-GPU demand (share m of the
+    #   workload's GPU request) needs whole nodes.
+    # - strand_guard: penalises placements that newly leave GPUs without the CPU or memory to use
+    #   them, with a slope that ramps up with m.
     #
     # interference_aware (issue 4): a filter (a GPU where any tenant's predicted slowdown exceeds
     # its tolerance is excluded, and the engine keeps the GPU chooser to admitted GPUs), a score
-    # (predicted useful throughput of the GPU, weight 1 = FGD's) and the placement's
-    # predicted_slowdown + reason. Neutral (skipped, weight dropped) for whole-GPU tasks, when no
-    # fitting GPU has tenants, and when nobody has a measured profile (the score would only count
-    # tenants, which is the fragmentation scores' business).
+    # (predicted useful throughput of the GPU) and the placement's predicted_slowdown + reason.
+    # Neutral (skipped, weight dropped) for whole-GPU tasks, when no fitting GPU has tenants, and
+    # when nobody has a measured profile.
     #
     # topology_aware (issue 5): the chooser for whole-GPU tasks and every task of a multi-task job
     # (the GPU set of lowest predicted iteration time, the gang plan, NVLink pairs kept for later);
-    # fgd_gpus chooses on nodes without topology and for fractional single-task jobs. Its score
-    # (weight 2) ranks nodes by the ring bandwidth the job gets; for a gang it is 100 on the planned
-    # node and 0 elsewhere, and 2 > 1 + 0.5 makes the plan win over any fragmentation difference.
-    # Neutral for 1-GPU single-task jobs, fractional tasks and clusters without topology.
+    # fgd_fine_gpus chooses on nodes without topology and for fractional single-task jobs. Its score
+    # ranks nodes by the ring bandwidth the job gets; for a gang it is 100 on the planned node and 0
+    # elsewhere, and its weight 4 exceeds the other weights' sum (3.5), so the plan wins over any
+    # fragmentation difference. Neutral for 1-GPU single-task jobs, fractional tasks and clusters
+    # without topology.
     return Profile(
         name="default",
         filters=("resource_fit", "interference_aware"),
-        scores={"fgd": 1.0, "balance": 0.5, "interference_aware": 1.0, "topology_aware": 2.0},
+        scores={
+            "fgd_fine": 1.0,
+            "balance_yield": 0.5,
+            "strand_guard": 1.0,
+            "interference_aware": 1.0,
+            "topology_aware": 4.0,
+        },
         gpu_chooser="topology_aware",
         multi_gpu_chooser="topology_aware",
-        args={
-            "balance": {"similarity_weight": 0.0, "yield_to_multi_gpu": True},
-            "topology_aware": {"fallback": "fgd_gpus"},
-        },
-        description="FGD fragmentation gradient + multi-dimensional balance, interference-aware "
-        "admission and scoring, topology-aware GPU sets for multi-GPU and gang jobs",
+        args={"topology_aware": {"fallback": "fgd_fine_gpus"}},
+        description="FGD with look-ahead (balance that yields to multi-GPU demand, stranded-GPU guard), "
+        "interference-aware admission and scoring, topology-aware GPU sets for multi-GPU and gang jobs",
     )
 
 
@@ -110,6 +131,7 @@ PROFILES: dict[str, Callable[[], Profile]] = {
     "fgd": _single("fgd", "fgd", "fgd_gpus", "FGD (Weng et al., ATC'23)"),
     "k8s_default": _k8s_default,
     "balance": _balance,
+    "fgd_balance": _fgd_balance,
     "default": _default,
 }
 

@@ -1,8 +1,10 @@
-"""Plugins of the ``candidate_lookahead`` profile: FGD, refined for shared GPUs, plus two secondary scores.
+"""Fragmentation plugins of the ``default`` profile: FGD, refined for shared GPUs, plus two secondary scores.
 
-The profile (``make_candidate``) is
+The ``default`` profile (``scheduler/profiles.py``) scores nodes by
 
     fgd_fine (weight 1) + balance_yield (weight 0.5) + strand_guard (weight 1),  GPU chooser fgd_fine_gpus
+
+(plus the interference- and topology-aware plugins, neutral on clusters without topology or profiles)
 
 * ``fgd_fine``: FGD's fragmentation gradient (``scheduler.plugins.fgd``), except that a *shared* task's
   score is not floored to an integer, so placements of a GPU share that differ by less than one
@@ -36,7 +38,7 @@ import numpy as np
 from scheduler.frag.arrays import ClusterArrays
 from scheduler.frag.batch import RowChooserMixin, RowScoreMixin
 from scheduler.frag.fragmentation import TargetWorkload, node_fragment, shared_fragment_after
-from scheduler.framework import CycleState, Profile, register
+from scheduler.framework import CycleState, register
 from scheduler.model import GPU_MILLI, TaskRequest
 from scheduler.plugins.balance import balance_terms
 from scheduler.plugins.resource_fit import fitting_gpu_mask
@@ -188,23 +190,3 @@ class FgdFineGpus(RowChooserMixin):
             return tuple(int(i) for i in np.flatnonzero(mask)[:needed])
         best = int(fine_scores(state, task, rows)[1][0])
         return None if best < 0 else (best,)
-
-
-def make_candidate(name: str = "candidate_lookahead") -> Profile:
-    return Profile(
-        name=name,
-        filters=("resource_fit",),
-        scores={"fgd_fine": 1.0, "balance_yield": 0.5, "strand_guard": 1.0},
-        gpu_chooser="fgd_fine_gpus",
-        description="FGD (shared tasks unfloored) + balance that yields to multi-GPU demand + "
-        "a guard against GPUs stranded without CPU/memory",
-    )
-
-
-def _register_profiles() -> None:
-    from scheduler.profiles import PROFILES
-
-    PROFILES.setdefault("candidate_lookahead", make_candidate)
-
-
-_register_profiles()

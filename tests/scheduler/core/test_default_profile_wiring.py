@@ -36,13 +36,12 @@ BRIDGED_PAIR = (
     "GPU2\tNODE\tNODE\t X \t0-31\t0\n"
 )
 
-# The default profile as it was before the interference and topology plugins joined it.
-FGD_BALANCE = Profile(
-    name="fgd+balance",
+# The default profile's fragmentation plugins alone, without the interference and topology plugins.
+FRAGMENTATION_ONLY = Profile(
+    name="fragmentation-only",
     filters=("resource_fit",),
-    scores={"fgd": 1.0, "balance": 0.5},
-    gpu_chooser="fgd_gpus",
-    args={"balance": {"similarity_weight": 0.0, "yield_to_multi_gpu": True}},
+    scores={"fgd_fine": 1.0, "balance_yield": 0.5, "strand_guard": 1.0},
+    gpu_chooser="fgd_fine_gpus",
 )
 
 
@@ -88,7 +87,7 @@ def test_a_two_gpu_job_gets_a_dual_nvlink_pair_on_a_dgx1_node() -> None:
     assert topo.link(*placement.gpu_indices) == "NV2"
     assert "topology: GPUs" in placement.reason and "GB/s" in placement.reason
     # What the fragmentation-only profile did: the first free GPUs, across the sockets.
-    (before,) = schedule(snapshot, [job], FGD_BALANCE).placements
+    (before,) = schedule(snapshot, [job], FRAGMENTATION_ONLY).placements
     assert topo.link(*before.gpu_indices) == "SYS"
 
 
@@ -119,7 +118,7 @@ def test_a_four_task_gang_of_one_gpu_each_lands_together_on_an_nvlink_ring() -> 
     assert all(sum(topo.link(g, h).startswith("NV") for h in gpus if h != g) >= 2 for g in gpus)
     assert ring_bandwidth(topo, gpus) > ring_bandwidth(topo, [2, 3, 4, 5])  # node a's best needs SYS
     # The fragmentation-only profile spread the same gang over both nodes.
-    assert len({p.node for p in schedule(snapshot, [job], FGD_BALANCE).placements}) == 2
+    assert len({p.node for p in schedule(snapshot, [job], FRAGMENTATION_ONLY).placements}) == 2
 
 
 def test_a_gang_that_does_not_fit_places_none_of_its_tasks() -> None:
@@ -162,7 +161,7 @@ def test_a_fractional_job_is_kept_off_a_gpu_where_it_would_slow_down_beyond_its_
     snapshot = _shared_cluster(tenant_util=90.0)
     job = _fractional(util=85.0)
     # Fragmentation alone packs it next to the running job (filling GPU 0) ...
-    assert schedule(snapshot, [job], FGD_BALANCE).placements[0].gpu_indices == (0,)
+    assert schedule(snapshot, [job], FRAGMENTATION_ONLY).placements[0].gpu_indices == (0,)
     # ... the default profile's filter admits the node for GPU 1 only, and the chooser respects it.
     (placement,) = _placed(schedule(snapshot, [job], get_profile("default")), "f")
     assert placement.gpu_indices == (1,)
@@ -209,7 +208,7 @@ def test_without_profiles_the_declared_shares_only_cap_how_many_jobs_share_a_gpu
     assert placement.gpu_indices == (0,) and placement.predicted_slowdown == 1.4
     assert "next to 4 job(s)" in placement.reason and "declared GPU shares" in placement.reason
     node.gpus[0].tenants += ["r-4", "r-5"]
-    assert schedule(ClusterSnapshot(nodes=[node]), [job], FGD_BALANCE).placements[0].gpu_indices == (0,)
+    assert schedule(ClusterSnapshot(nodes=[node]), [job], FRAGMENTATION_ONLY).placements[0].gpu_indices == (0,)
     (placement,) = _placed(schedule(ClusterSnapshot(nodes=[node]), [job], get_profile("default")), "s")
     assert placement.gpu_indices == (1,) and placement.predicted_slowdown == 1.0
 
@@ -220,17 +219,17 @@ def _decisions(decision: Decision) -> list[tuple[str, str, tuple[int, ...]]]:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(snapshot=clusters(), pending=queues())
-def test_on_nodes_without_topology_the_default_places_exactly_like_fgd_and_balance(
+def test_on_nodes_without_topology_the_default_places_exactly_like_its_fragmentation_plugins(
     snapshot: ClusterSnapshot, pending: list[JobRequest]
 ) -> None:
     default = schedule(snapshot, pending, get_profile("default"))
     check_invariants(snapshot, pending, default)
-    before = schedule(snapshot, pending, FGD_BALANCE)
+    before = schedule(snapshot, pending, FRAGMENTATION_ONLY)
     assert _decisions(default) == _decisions(before)
     assert default.unschedulable.keys() == before.unschedulable.keys()
 
 
-def test_on_nodes_without_topology_shared_and_gang_jobs_place_like_fgd_and_balance() -> None:
+def test_on_nodes_without_topology_shared_and_gang_jobs_place_like_the_fragmentation_plugins() -> None:
     nodes = [_node(f"n{i}", None, busy=(0,) if i % 2 else ()) for i in range(3)]
     for i, node in enumerate(nodes):  # residents known by id only, as on the Alibaba benchmark
         node.gpus[3].used_milli = 300 + 100 * i
@@ -246,7 +245,7 @@ def test_on_nodes_without_topology_shared_and_gang_jobs_place_like_fgd_and_balan
     default = schedule(snapshot, pending, get_profile("default"))
     check_invariants(snapshot, pending, default)
     assert len(default.placements) == 8
-    assert _decisions(default) == _decisions(schedule(snapshot, pending, FGD_BALANCE))
+    assert _decisions(default) == _decisions(schedule(snapshot, pending, FRAGMENTATION_ONLY))
 
 
 def test_the_declared_share_shortcut_predicts_what_the_per_gpu_path_predicts() -> None:

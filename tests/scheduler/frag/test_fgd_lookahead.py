@@ -1,4 +1,4 @@
-"""The ``candidate_lookahead`` profile and its plugins (``scheduler.plugins.fgd_lookahead``)."""
+"""The look-ahead fragmentation plugins of the ``default`` profile (``scheduler.plugins.fgd_lookahead``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from scheduler.frag.engine import PlacementEngine
 from scheduler.frag.fragmentation import TargetWorkload
 from scheduler.framework import CycleState
 from scheduler.model import ClusterSnapshot, Gpu, Node, TaskRequest
-from scheduler.plugins.fgd_lookahead import FgdFine, StrandGuard, make_candidate
+from scheduler.plugins.fgd_lookahead import FgdFine, StrandGuard
 from scheduler.profiles import PROFILES
 from tests.scheduler.frag.test_frag_command import write_fixture
 
@@ -40,13 +40,13 @@ def state_for(nodes: list[Node], tasks: list[TaskRequest]) -> CycleState:
     )
 
 
-def test_the_candidate_profile_is_registered_by_importing_the_plugins() -> None:
-    import scheduler.plugins  # noqa: F401
-
-    assert "candidate_lookahead" in PROFILES
-    profile = PROFILES["candidate_lookahead"]()
-    assert profile.scores == {"fgd_fine": 1.0, "balance_yield": 0.5, "strand_guard": 1.0}
-    assert profile.gpu_chooser == "fgd_fine_gpus"
+def test_the_default_profile_scores_fragmentation_with_the_look_ahead_plugins() -> None:
+    profile = PROFILES["default"]()
+    fragmentation = {
+        k: v for k, v in profile.scores.items() if k in {"fgd_fine", "balance_yield", "strand_guard"}
+    }
+    assert fragmentation == {"fgd_fine": 1.0, "balance_yield": 0.5, "strand_guard": 1.0}
+    assert profile.args["topology_aware"]["fallback"] == "fgd_fine_gpus"
 
 
 def test_the_strand_guard_penalises_only_gpus_newly_left_without_cpu() -> None:
@@ -100,7 +100,7 @@ def test_the_candidate_keeps_every_invariant_on_a_small_run() -> None:
     ]
     tasks = [shapes[int(i)] for i in rng.integers(len(shapes), size=80)]
     state = state_for(nodes, tasks)
-    engine = PlacementEngine(make_candidate().build(), state, nodes, explain=False)
+    engine = PlacementEngine(PROFILES["default"]().build(), state, nodes, explain=False)
     placed = 0
     for i, task in enumerate(tasks):
         request = TaskRequest(f"t{i}", task.cpu_milli, task.memory_mib, task.gpus, task.gpu_milli)
@@ -117,7 +117,7 @@ def test_the_candidate_keeps_every_invariant_on_a_small_run() -> None:
     assert (arrays.cpu_free >= 0).all() and (arrays.mem_free >= 0).all()
 
 
-def test_the_frag_command_runs_the_candidate_by_name(tmp_path: Path) -> None:
+def test_the_frag_command_runs_the_default_profile_by_name(tmp_path: Path) -> None:
     nodes, pods = write_fixture(tmp_path)
     out = tmp_path / "out.json"
     code = main(
@@ -128,7 +128,7 @@ def test_the_frag_command_runs_the_candidate_by_name(tmp_path: Path) -> None:
             "--pods",
             str(pods),
             "--policy",
-            "candidate_lookahead",
+            "default",
             "--seeds",
             "1",
             "--json",
@@ -138,5 +138,5 @@ def test_the_frag_command_runs_the_candidate_by_name(tmp_path: Path) -> None:
     )
     assert code == 0
     report = json.loads(out.read_text())
-    block = report["policies"]["candidate_lookahead"]
+    block = report["policies"]["default"]
     assert block["metrics"]["unalloc_gpu_pct_at_arrived100"]["mean"] >= 0.0
