@@ -208,7 +208,9 @@ def test_without_profiles_the_declared_shares_only_cap_how_many_jobs_share_a_gpu
     assert placement.gpu_indices == (0,) and placement.predicted_slowdown == 1.4
     assert "next to 4 job(s)" in placement.reason and "declared GPU shares" in placement.reason
     node.gpus[0].tenants += ["r-4", "r-5"]
-    assert schedule(ClusterSnapshot(nodes=[node]), [job], FRAGMENTATION_ONLY).placements[0].gpu_indices == (0,)
+    assert schedule(ClusterSnapshot(nodes=[node]), [job], FRAGMENTATION_ONLY).placements[0].gpu_indices == (
+        0,
+    )
     (placement,) = _placed(schedule(ClusterSnapshot(nodes=[node]), [job], get_profile("default")), "s")
     assert placement.gpu_indices == (1,) and placement.predicted_slowdown == 1.0
 
