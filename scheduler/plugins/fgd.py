@@ -11,7 +11,7 @@ runs plus the pending queue, i.e. the workload mix observed so far.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 import numpy as np
 
@@ -59,15 +59,22 @@ def target_workload(state: CycleState, with_memory: bool = False) -> TargetWorkl
 
 
 def fgd_scores(
-    state: CycleState, task: TaskRequest, rows: np.ndarray, wl: TargetWorkload
+    state: CycleState,
+    task: TaskRequest,
+    rows: np.ndarray,
+    wl: TargetWorkload,
+    shared_score: Callable[[np.ndarray], np.ndarray] = sigmoid_score,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(score per row, best GPU slot per row or -1). Rows where the task fits on no GPU score -1."""
+    """(score per row, best GPU slot per row or -1). Rows where the task fits on no GPU score -1.
+
+    ``shared_score`` maps a shared task's fragment change per GPU to its score (FGD floors it).
+    """
     arrays: ClusterArrays = state.arrays
     before = node_fragment(wl, arrays, rows)
     if task.is_shared:
         after = shared_fragment_after(wl, arrays, rows, task.gpu_milli, task.cpu_milli, task.memory_mib)
         valid = fitting_gpu_mask(arrays, task, rows)
-        per_gpu = np.where(valid, sigmoid_score(before[:, None] - after), -1.0)
+        per_gpu = np.where(valid, shared_score(before[:, None] - after), -1.0)
         best = np.argmax(per_gpu, axis=1)
         return per_gpu[np.arange(len(rows)), best], np.where(valid.any(axis=1), best, -1)
     gpu_free = arrays.gpu_free[rows]

@@ -37,7 +37,7 @@ import numpy as np
 
 from scheduler.frag.arrays import ClusterArrays
 from scheduler.frag.batch import RowChooserMixin, RowScoreMixin
-from scheduler.frag.fragmentation import TargetWorkload, node_fragment, shared_fragment_after
+from scheduler.frag.fragmentation import TargetWorkload
 from scheduler.framework import CycleState, register
 from scheduler.model import GPU_MILLI, TaskRequest
 from scheduler.plugins.balance import balance_terms
@@ -141,21 +141,17 @@ class StrandGuard(RowScoreMixin):
         return np.clip(100.0 - slope * added, 0.0, 100.0)
 
 
+def unfloored_sigmoid(delta: np.ndarray) -> np.ndarray:
+    """100 * sigmoid(delta / 1000): FGD's score without the floor to an integer."""
+    x = np.clip(np.asarray(delta, dtype=float) / 1000.0, -60.0, 60.0)
+    return 100.0 / (1.0 + np.exp(-x))
+
+
 def fine_scores(state: CycleState, task: TaskRequest, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """FGD with an unfloored score for shared tasks: (score per row, best GPU per row or -1)."""
     from scheduler.plugins.fgd import fgd_scores
 
-    wl = _workload(state)
-    if not task.is_shared:
-        return fgd_scores(state, task, rows, wl)
-    arrays: ClusterArrays = state.arrays
-    before = node_fragment(wl, arrays, rows)
-    after = shared_fragment_after(wl, arrays, rows, task.gpu_milli, task.cpu_milli, task.memory_mib)
-    valid = fitting_gpu_mask(arrays, task, rows)
-    x = np.clip((before[:, None] - after) / 1000.0, -60.0, 60.0)
-    per_gpu = np.where(valid, 100.0 / (1.0 + np.exp(-x)), -1.0)
-    best = np.argmax(per_gpu, axis=1)
-    return per_gpu[np.arange(len(rows)), best], np.where(valid.any(axis=1), best, -1)
+    return fgd_scores(state, task, rows, _workload(state), shared_score=unfloored_sigmoid)
 
 
 @register("fgd_fine")

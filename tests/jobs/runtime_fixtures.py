@@ -6,6 +6,7 @@ service the REST API calls, so the tests start from exactly what a user's submis
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +85,28 @@ def submit(user: Any, image: JobImage, team: Team | None = None, **spec: Any) ->
 def statuses(job: Job) -> list[str]:
     """The job's story: every status it entered, in order."""
     return list(job.events.order_by("created_at", "id").values_list("to_status", flat=True))
+
+
+def local_backend(settings: Any, tmp_path: Path, virtual_gpus: int) -> Iterator[Any]:
+    """The platform configured for the local backend with ``virtual_gpus`` virtual GPUs.
+
+    A generator for fixtures (``yield from``): afterwards no task may outlive its test.
+    """
+    from jobs.cluster import get_backend
+    from scheduler.backends.local import LocalBackend
+
+    settings.CLUSTER_BACKEND = "local"
+    settings.LOCAL_WORK_DIR = str(tmp_path / "local")
+    settings.LOCAL_NODE_NAME = "lab-server"
+    settings.LOCAL_GPUS = "virtual"
+    settings.LOCAL_VIRTUAL_GPUS = virtual_gpus
+    settings.LOCAL_CONTAINERS = "never"
+    settings.LOCAL_STOP_GRACE_SECONDS = 0.5
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": str(tmp_path)}
+    }
+    backend = get_backend()
+    assert isinstance(backend, LocalBackend)
+    yield backend
+    for job_dir in backend.jobs_dir.glob("[0-9]*"):
+        backend.delete_job(job_dir.name)

@@ -13,34 +13,20 @@ import pytest
 
 from jobs import scheduling, selectors, sync
 from jobs.binding import job_bind
-from jobs.cluster import cluster_view, get_backend
+from jobs.cluster import cluster_view
 from jobs.models import Job
 from jobs.services import job_cancel
 from jobs.states import JobStatus
 from scheduler.backends.local import LocalBackend
 from scheduler.backends.local.runner import group_alive, read_json
-from tests.jobs.runtime_fixtures import image, researcher, submit, team  # noqa: F401  (fixtures)
+from tests.jobs.runtime_fixtures import image, local_backend, researcher, submit, team  # noqa: F401  (fixtures)
 
 PY = sys.executable
 
 
 @pytest.fixture
 def local(tmp_path: Path, settings: Any) -> Any:
-    settings.CLUSTER_BACKEND = "local"
-    settings.LOCAL_WORK_DIR = str(tmp_path / "local")
-    settings.LOCAL_NODE_NAME = "lab-server"
-    settings.LOCAL_GPUS = "virtual"
-    settings.LOCAL_VIRTUAL_GPUS = 1
-    settings.LOCAL_CONTAINERS = "never"
-    settings.LOCAL_STOP_GRACE_SECONDS = 0.5
-    settings.CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": str(tmp_path)}
-    }
-    backend = get_backend()
-    assert isinstance(backend, LocalBackend)
-    yield backend
-    for job_dir in backend.jobs_dir.glob("[0-9]*"):  # no task may outlive its test
-        backend.delete_job(job_dir.name)
+    yield from local_backend(settings, tmp_path, virtual_gpus=1)
 
 
 def _started(backend: LocalBackend, job: Job) -> Job:

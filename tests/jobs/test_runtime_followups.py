@@ -20,7 +20,6 @@ from django.core.management.base import SystemCheckError
 
 from jobs import checks, scheduling, sync
 from jobs.binding import job_bind, task_placement, task_spec
-from jobs.cluster import get_backend
 from jobs.models import Job, Task
 from jobs.services import job_cancel
 from jobs.states import JobStatus
@@ -34,6 +33,7 @@ from scheduler.model import Placement
 from tests.jobs.runtime_fixtures import (  # noqa: F401  (fixtures)
     clock,
     image,
+    local_backend,
     researcher,
     sim,
     statuses,
@@ -288,21 +288,7 @@ def test_a_job_the_cluster_refused_has_its_task_rows_ended(sim: SimulatedBackend
 
 @pytest.fixture
 def local(tmp_path: Path, settings: Any) -> Iterator[LocalBackend]:
-    settings.CLUSTER_BACKEND = "local"
-    settings.LOCAL_WORK_DIR = str(tmp_path / "local")
-    settings.LOCAL_NODE_NAME = "lab-server"
-    settings.LOCAL_GPUS = "virtual"
-    settings.LOCAL_VIRTUAL_GPUS = 2
-    settings.LOCAL_CONTAINERS = "never"
-    settings.LOCAL_STOP_GRACE_SECONDS = 0.5
-    settings.CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": str(tmp_path)}
-    }
-    backend = get_backend()
-    assert isinstance(backend, LocalBackend)
-    yield backend
-    for job_dir in backend.jobs_dir.glob("[0-9]*"):  # no task may outlive its test
-        backend.delete_job(job_dir.name)
+    yield from local_backend(settings, tmp_path, virtual_gpus=2)
 
 
 def _sync_until(backend: LocalBackend, job: Job, *states: JobStatus) -> Job:
