@@ -13,13 +13,15 @@ Layout (N nodes, G = the largest GPU count of any node):
 * ``model_id`` (N,): index into ``models`` (0 = no GPU);
 * ``tags`` (N, 5): how many GPU tasks of each kind (shared, 1, 2, 4, 8+ GPUs) run on the node, the
   "affinity" GPU clustering packs by;
-* ``version`` (N,): bumped whenever a row changes, so score caches can recompute only changed rows.
+* ``version`` (N,): bumped whenever a row changes, so score caches can recompute only changed rows;
+  whoever writes a row outside ``apply`` must bump it too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -76,6 +78,9 @@ class ClusterArrays:
     schedulable: np.ndarray
     tags: IntArray
     version: IntArray
+    # Derived per-row values that plugins memoise, stamped with ``version`` (e.g. the fragment terms
+    # of ``scheduler.frag.fragmentation``); they live and die with these arrays.
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -87,34 +92,43 @@ class ClusterArrays:
         g = max((len(node.gpus) for node in nodes), default=0) or 1
         models = [""]
         model_index = {"": 0}
+        model_id: list[int] = []
+        # Padded per-slot lists, converted once: element-wise writes into NumPy arrays cost more
+        # than the rest of a small ``schedule()`` call.
+        free: list[list[int]] = []
+        mem_cap: list[list[int]] = []
+        mem_free: list[list[int]] = []
+        count: list[int] = []
+        for node in nodes:
+            model = node.gpu_model
+            if model not in model_index:
+                model_index[model] = len(models)
+                models.append(model)
+            model_id.append(model_index[model])
+            gpus = node.gpus
+            pad = [0] * (g - len(gpus))
+            count.append(len(gpus))
+            free.append([GPU_MILLI - gpu.used_milli for gpu in gpus] + pad)
+            mem_cap.append([gpu.memory_mib for gpu in gpus] + pad)
+            mem_free.append([gpu.memory_mib - gpu.used_memory_mib for gpu in gpus] + pad)
+        gpu_count = np.array(count, dtype=np.int64).reshape(n)
         arr = cls(
             names=[node.name for node in nodes],
             cpu_cap=np.array([node.cpu_milli for node in nodes], dtype=np.int64),
             cpu_free=np.array([node.free_cpu_milli for node in nodes], dtype=np.int64),
             mem_cap=np.array([node.memory_mib for node in nodes], dtype=np.int64),
             mem_free=np.array([node.free_memory_mib for node in nodes], dtype=np.int64),
-            gpu_count=np.array([len(node.gpus) for node in nodes], dtype=np.int64),
-            gpu_exists=np.zeros((n, g), dtype=bool),
-            gpu_free=np.zeros((n, g), dtype=np.int64),
-            gpu_mem_cap=np.zeros((n, g), dtype=np.int64),
-            gpu_mem_free=np.zeros((n, g), dtype=np.int64),
-            model_id=np.zeros(n, dtype=np.int64),
+            gpu_count=gpu_count,
+            gpu_exists=np.arange(g)[None, :] < gpu_count[:, None],
+            gpu_free=np.array(free, dtype=np.int64).reshape(n, g),
+            gpu_mem_cap=np.array(mem_cap, dtype=np.int64).reshape(n, g),
+            gpu_mem_free=np.array(mem_free, dtype=np.int64).reshape(n, g),
+            model_id=np.array(model_id, dtype=np.int64).reshape(n),
             models=models,
             schedulable=np.array([node.schedulable for node in nodes], dtype=bool),
             tags=np.zeros((n, 5), dtype=np.int64),
             version=np.zeros(n, dtype=np.int64),
         )
-        for row, node in enumerate(nodes):
-            model = node.gpu_model
-            if model not in model_index:
-                model_index[model] = len(models)
-                models.append(model)
-            arr.model_id[row] = model_index[model]
-            for slot, gpu in enumerate(node.gpus):
-                arr.gpu_exists[row, slot] = True
-                arr.gpu_free[row, slot] = gpu.free_milli
-                arr.gpu_mem_cap[row, slot] = gpu.memory_mib
-                arr.gpu_mem_free[row, slot] = gpu.free_memory_mib
         rows = {name: i for i, name in enumerate(arr.names)}
         for placement in running:
             tag = placement_tag(placement)
@@ -131,8 +145,16 @@ class ClusterArrays:
         """Rows whose GPU model is acceptable (all rows when no model is asked for)."""
         if not gpu_models:
             return np.ones(self.n, dtype=bool)
-        ids = [i for i, m in enumerate(self.models) if m in gpu_models]
-        return np.isin(self.model_id, ids)
+        # Models never change for a row, so one mask per model set serves the whole run (read-only,
+        # as it is shared).
+        key = ("model_mask", gpu_models)
+        mask: np.ndarray | None = self.memo.get(key)
+        if mask is None:
+            ids = [i for i, m in enumerate(self.models) if m in gpu_models]
+            mask = np.isin(self.model_id, ids)
+            mask.flags.writeable = False
+            self.memo[key] = mask
+        return mask
 
     def apply(self, row: int, placement: Placement, sign: int = 1) -> None:
         """Account (sign=+1) or release (sign=-1) a placement on ``row``."""

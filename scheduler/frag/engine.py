@@ -41,6 +41,8 @@ from scheduler.model import GPU_MILLI, JobRequest, Node, Placement, TaskRequest
 from scheduler.plugins.resource_fit import fitting_gpu_mask
 
 _ANON_JOB = JobRequest(job_id="", tasks=[])
+# (plugin class, protocol) -> isinstance answer, shared by all engines (see ``PlacementEngine._is``).
+_KINDS: dict[tuple[type, type], bool] = {}
 
 
 def _neutral(plugin: Any, state: CycleState, task: TaskRequest, rows: np.ndarray) -> bool:
@@ -86,7 +88,6 @@ class PlacementEngine:
     # Build user-facing reasons for failures (costs a per-node pass; the benchmark turns it off).
     explain: bool = True
     _cache: dict[tuple[int, Hashable], _Entry] = field(default_factory=dict)
-    _kinds: dict[tuple[int, type], bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         arrays = self.state.arrays
@@ -106,7 +107,7 @@ class PlacementEngine:
         rows = np.flatnonzero(feasible)
         if rows.size == 0:
             return Outcome(None, reason=self._why_not(task) if self.explain else "no node fits")
-        totals = self._totals(task, key, rows)
+        totals = self._totals(task, key, rows, feasible)
         chooser = self.built.chooser_for(task, self.state.job)
         best = int(np.argmax(totals))
         order: Sequence[int] = (best,)
@@ -148,12 +149,13 @@ class PlacementEngine:
     # -- internals --------------------------------------------------------------------------------
 
     def _is(self, plugin: Any, protocol: type) -> bool:
-        """``isinstance(plugin, protocol)``, memoised: runtime Protocol checks cost microseconds each
-        and the engine asks several per placement (plugins never change kind during a run)."""
-        key = (id(plugin), protocol)
-        hit = self._kinds.get(key)
+        """``isinstance(plugin, protocol)``, memoised per plugin class: runtime Protocol checks cost
+        microseconds each, the engine asks several per placement, and ``schedule()`` builds a new
+        engine per call (plugins get their hooks from their class)."""
+        key = (type(plugin), protocol)
+        hit = _KINDS.get(key)
         if hit is None:
-            hit = self._kinds[key] = isinstance(plugin, protocol)
+            hit = _KINDS[key] = isinstance(plugin, protocol)
         return hit
 
     def _placement(self, task: TaskRequest, job: JobRequest, row: int, gpus: tuple[int, ...]) -> Placement:
@@ -209,6 +211,8 @@ class PlacementEngine:
         # Show the rejected GPUs as full while the chooser looks (arrays and Node alike), then restore.
         saved_free = arrays.gpu_free[row, hidden].copy()
         arrays.gpu_free[row, hidden] = 0
+        # New versions before and after, so nothing memoised from the masked row outlives the call.
+        arrays.version[row] += 1
         node = self.nodes[row] if self.nodes is not None else None
         saved_used = [node.gpus[int(g)].used_milli for g in hidden] if node is not None else []
         if node is not None:
@@ -218,6 +222,7 @@ class PlacementEngine:
             gpus = self._choose(chooser, task, row)
         finally:
             arrays.gpu_free[row, hidden] = saved_free
+            arrays.version[row] += 1
             if node is not None:
                 for g, used in zip(hidden, saved_used, strict=True):
                     node.gpus[int(g)].used_milli = used
@@ -268,7 +273,8 @@ class PlacementEngine:
                     mask[row] = plugin.filter(self.state, task, self.nodes[row]).ok
         return mask
 
-    def _totals(self, task: TaskRequest, key: Hashable, rows: np.ndarray) -> np.ndarray:
+    def _totals(self, task: TaskRequest, key: Hashable, rows: np.ndarray, need: np.ndarray) -> np.ndarray:
+        """Weighted, normalised score of each of ``rows``; ``need`` is the same rows as a mask."""
         totals = np.zeros(rows.size)
         active = [
             (slot, plugin, weight)
@@ -280,8 +286,6 @@ class PlacementEngine:
         for slot, plugin, weight in active:
             if self._is(plugin, BatchScorePlugin):
                 if getattr(plugin, "cacheable", False):
-                    need = np.zeros(self.state.arrays.n, dtype=bool)
-                    need[rows] = True
                     raw = self._cached(slot, plugin, "score_rows", task, key, need)[rows]
                 else:
                     raw = np.asarray(plugin.score_rows(self.state, task, rows), dtype=float)

@@ -19,6 +19,7 @@ from scheduler.frag.arrays import ClusterArrays
 from scheduler.frag.batch import RowChooserMixin, RowScoreMixin
 from scheduler.frag.fragmentation import (
     TargetWorkload,
+    fragment_after_whole,
     node_fragment,
     shared_fragment_after,
     sigmoid_score,
@@ -72,23 +73,17 @@ def fgd_scores(
     arrays: ClusterArrays = state.arrays
     before = node_fragment(wl, arrays, rows)
     if task.is_shared:
-        after = shared_fragment_after(wl, arrays, rows, task.gpu_milli, task.cpu_milli, task.memory_mib)
         valid = fitting_gpu_mask(arrays, task, rows)
+        after = shared_fragment_after(wl, arrays, rows, task.gpu_milli, task.cpu_milli, task.memory_mib)
         per_gpu = np.where(valid, shared_score(before[:, None] - after), -1.0)
         best = np.argmax(per_gpu, axis=1)
         return per_gpu[np.arange(len(rows)), best], np.where(valid.any(axis=1), best, -1)
-    gpu_free = arrays.gpu_free[rows]
     if task.gpus:
-        used = first_k(fitting_gpu_mask(arrays, task, rows), task.gpus)
-        gpu_free = np.where(used, 0, gpu_free)
-    after = node_fragment(
-        wl,
-        arrays,
-        rows,
-        gpu_free=gpu_free,
-        cpu_free=arrays.cpu_free[rows] - task.cpu_milli,
-        mem_free=arrays.mem_free[rows] - task.memory_mib,
-    )
+        # The first k idle GPUs; ``taken`` counts them per row (k on every feasible row).
+        taken = first_k(fitting_gpu_mask(arrays, task, rows), task.gpus).sum(axis=1)
+    else:
+        taken = np.zeros(len(rows), dtype=np.int64)
+    after = fragment_after_whole(wl, arrays, rows, taken, task.cpu_milli, task.memory_mib)
     return sigmoid_score(before - after), np.full(len(rows), -1)
 
 

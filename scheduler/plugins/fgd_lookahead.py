@@ -41,6 +41,7 @@ from scheduler.frag.fragmentation import TargetWorkload
 from scheduler.framework import CycleState, register
 from scheduler.model import GPU_MILLI, TaskRequest
 from scheduler.plugins.balance import balance_terms
+from scheduler.plugins.fgd import fgd_scores, target_workload
 from scheduler.plugins.resource_fit import fitting_gpu_mask
 
 # Multi-GPU share of the GPU request at which the balance term is gone and the strand guard is at
@@ -51,8 +52,6 @@ FGD_SLOPE_PER_GPU = 25.0
 
 
 def _workload(state: CycleState) -> TargetWorkload:
-    from scheduler.plugins.fgd import target_workload
-
     return target_workload(state)
 
 
@@ -97,6 +96,7 @@ class StrandGuard(RowScoreMixin):
         self.slope = slope
         self.m_zero = m_zero
         self.power = power
+        self._per_milli: tuple[TargetWorkload, int, float] | None = None
 
     def cache_token(self, state: CycleState) -> Hashable:
         wl = _workload(state)
@@ -108,13 +108,19 @@ class StrandGuard(RowScoreMixin):
             return self.slope
         return self.slope * min(1.0, _multi_share(state) / self.m_zero) ** self.power
 
-    @staticmethod
-    def _cpu_per_milli(state: CycleState) -> float:
+    def _cpu_per_milli(self, state: CycleState) -> float:
         """CPU milli the target workload's GPU tasks bring per milli-GPU (0 if it has none)."""
-        cpu_m, milli_m, num_m, _, _, probs = _workload(state).arrays_for(state.arrays)
+        wl = _workload(state)
+        # Asked twice per scored batch; it changes only with the workload (held, so its id stays).
+        cached = self._per_milli
+        if cached is not None and cached[0] is wl and cached[1] == wl.version:
+            return cached[2]
+        cpu_m, milli_m, num_m, _, _, probs = wl.arrays_for(state.arrays)
         gpu_demand = float((probs * milli_m * num_m).sum())
         cpu_demand = float((probs * cpu_m * (num_m > 0)).sum())
-        return cpu_demand / gpu_demand if gpu_demand > 0 else 0.0
+        value = cpu_demand / gpu_demand if gpu_demand > 0 else 0.0
+        self._per_milli = (wl, wl.version, value)
+        return value
 
     def stranded(
         self, state: CycleState, rows: np.ndarray, cpu: int = 0, mem: int = 0, gpu_milli: int = 0
@@ -149,8 +155,6 @@ def unfloored_sigmoid(delta: np.ndarray) -> np.ndarray:
 
 def fine_scores(state: CycleState, task: TaskRequest, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """FGD with an unfloored score for shared tasks: (score per row, best GPU per row or -1)."""
-    from scheduler.plugins.fgd import fgd_scores
-
     return fgd_scores(state, task, rows, _workload(state), shared_score=unfloored_sigmoid)
 
 

@@ -11,10 +11,17 @@ from hypothesis import strategies as st
 
 from scheduler.frag.arrays import ClusterArrays
 from scheduler.frag.experiment import inflate
-from scheduler.frag.fragmentation import TargetWorkload, node_fragment, shared_fragment_after, sigmoid_score
+from scheduler.frag.fragmentation import (
+    TargetWorkload,
+    _shared_per_shape_reference,
+    fragment_after_whole,
+    node_fragment,
+    shared_fragment_after,
+    sigmoid_score,
+)
 from scheduler.frag.metrics import bin_by_arrived, mean_sd
 from scheduler.frag.trace import TraceError, load_nodes, load_pods
-from scheduler.model import Gpu, Node, TaskRequest
+from scheduler.model import Gpu, Node, Placement, TaskRequest
 
 
 def node(free: list[int], cpu_free: int = 8000, model: str = "T4") -> Node:
@@ -89,6 +96,113 @@ def test_the_incremental_fragment_equals_recomputing_the_changed_node(
         g[0, i] -= milli
         direct = node_fragment(wl, arrays, rows, gpu_free=g, cpu_free=arrays.cpu_free[rows] - cpu)[0]
         assert after[i] == pytest.approx(direct)
+
+
+def random_cluster(seed: int, n: int = 300) -> tuple[ClusterArrays, TargetWorkload]:
+    """Nodes of 2, 4 or 8 GPUs with random free milli-GPU and CPU, and a workload of 40 shapes."""
+    rng = np.random.default_rng(seed)
+    nodes = [
+        node(
+            [int(rng.choice([0, 1000, rng.integers(1000)])) for _ in range(int(rng.choice([2, 4, 8])))],
+            cpu_free=int(rng.integers(0, 16000)),
+            model=str(rng.choice(["T4", "V100"])),
+        )
+        for _ in range(n)
+    ]
+    for i, n_ in enumerate(nodes):
+        n_.name = f"n{i}"
+    tasks = []
+    for i in range(40):
+        kind = rng.integers(3)
+        models = ("V100",) if rng.random() < 0.3 else ()
+        if kind == 0:
+            tasks.append(
+                TaskRequest(
+                    f"s{i}",
+                    cpu_milli=int(rng.integers(0, 8000)),
+                    gpu_milli=int(rng.integers(1, 1000)),
+                    gpu_models=models,
+                )
+            )
+        elif kind == 1:
+            tasks.append(
+                TaskRequest(
+                    f"w{i}",
+                    cpu_milli=int(rng.integers(0, 8000)),
+                    gpus=int(rng.choice([1, 2, 8])),
+                    gpu_models=models,
+                )
+            )
+        else:
+            tasks.append(TaskRequest(f"c{i}", cpu_milli=int(rng.integers(0, 8000))))
+    # Uneven frequencies, so that the probabilities are not round binary fractions.
+    weighted = [t for t in tasks for _ in range(int(rng.integers(1, 60)))]
+    return ClusterArrays.from_nodes(nodes), TargetWorkload.from_tasks(weighted, coverage=1.0)
+
+
+def reference_fragment(
+    wl: TargetWorkload, arrays: ClusterArrays, rows: np.ndarray, g: np.ndarray, c: np.ndarray
+) -> np.ndarray:
+    """F_n(M) counted per shape from scratch (the definition, no memo)."""
+    cpu, milli, num, _, access, probs = wl.arrays_for(arrays)
+    big = g[:, None, :] >= milli[None, :, None]
+    fits = (
+        access[:, arrays.model_id[rows]].T & (big.sum(axis=2) >= num[None, :]) & (c[:, None] >= cpu[None, :])
+    )
+    per_shape = np.where(
+        fits, np.where(big, 0, g[:, None, :]).sum(axis=2), g.sum(axis=1).astype(float)[:, None]
+    )
+    result: np.ndarray = per_shape @ probs
+    return result
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_memoised_fragments_equal_counting_from_scratch_bit_for_bit_as_placements_change_rows(
+    seed: int,
+) -> None:
+    arrays, wl = random_cluster(seed)
+    rng = np.random.default_rng(seed)
+    for step in range(30):
+        rows = np.sort(rng.choice(arrays.n, int(rng.choice([1, 5, 40, 300])), replace=False))
+        g, c = arrays.gpu_free[rows], arrays.cpu_free[rows]
+        assert np.array_equal(node_fragment(wl, arrays, rows), reference_fragment(wl, arrays, rows, g, c))
+        # A placement on one of them: its memo entry must not survive the change.
+        row = int(rows[0])
+        slot = int(np.argmax(arrays.gpu_free[row]))
+        take = min(int(arrays.gpu_free[row, slot]), 100)
+        arrays.apply(row, Placement("j", f"t{step}", arrays.names[row], (slot,), take, 0, 100, 0))
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_taking_whole_gpus_from_the_memo_equals_recomputing_the_node_bit_for_bit(seed: int) -> None:
+    arrays, wl = random_cluster(seed)
+    rows = np.arange(arrays.n)
+    for k in (1, 2):
+        idle = arrays.gpu_exists & (arrays.gpu_free == 1000)
+        taken = idle & (np.cumsum(idle, axis=1) <= k)
+        g = np.where(taken, 0, arrays.gpu_free)
+        c = arrays.cpu_free - 700
+        direct = reference_fragment(wl, arrays, rows, g, c)
+        assert np.array_equal(fragment_after_whole(wl, arrays, rows, taken.sum(axis=1), 700, 0), direct)
+
+
+@pytest.mark.parametrize("n_rows", [1, 3, 20, 31, 33, 100, 300])
+def test_the_shared_fragment_after_rounds_exactly_as_the_per_shape_reference(n_rows: int) -> None:
+    # The product with the shape probabilities rounds differently in different memory layouts, and
+    # FGD's ties depend on the last bit: the level-wise version must lay out its terms as the
+    # per-shape reference does, on both sides of NumPy's layout switch (~32k elements).
+    arrays, wl = random_cluster(5)
+    rows = np.arange(n_rows)
+    cpu, milli, num, _, access, probs = wl.arrays_for(arrays)
+    g = arrays.gpu_free[rows]
+    big = g[:, None, :] >= milli[None, :, None]
+    c = arrays.cpu_free[rows] - 900
+    base_fit = access[:, arrays.model_id[rows]].T & (c[:, None] >= cpu[None, :])
+    idle_after = (g.sum(axis=1) - 250).astype(float)
+    ref = _shared_per_shape_reference(
+        g, milli, big.sum(axis=2), np.where(big, 0, g[:, None, :]).sum(axis=2), 250, base_fit, num, idle_after
+    )
+    assert np.array_equal(shared_fragment_after(wl, arrays, rows, 250, 900, 0), ref @ probs)
 
 
 def test_the_fgd_score_is_the_floored_sigmoid_of_the_fragment_change() -> None:
