@@ -435,6 +435,11 @@ class InterferenceAware:
             rows = cycle["rows"] = {n.name: i for i, n in enumerate(state.snapshot.nodes)}
         node = state.snapshot.nodes[rows[placement.node]]
         residents = [x for x in node.gpus[placement.gpu_indices[0]].tenants if x != task.task_id]
+        if not residents:  # alone on the GPU: nothing to predict (the other GPUs do not matter)
+            placement.predicted_slowdown = 1.0
+            text = "interference: alone on GPU, predicted slowdown 1.00x"
+            placement.reason = f"{placement.reason}; {text}" if placement.reason else text
+            return
         table = self._shares_table(state, cycle, task, len(residents))
         if table is not None:  # declared shares only: the per-count table (cheap path)
             t = len(residents)

@@ -58,6 +58,8 @@ from scheduler.sim.policies import (
 from scheduler.sim.trace import TraceJob
 
 PENDING, RUNNING, DONE = 0, 1, 2
+# (node group, resident job types, free milli-GPU, free GPU memory MiB) of a GPU with room and residents.
+SlotKind = tuple[int, tuple[int, ...], int, int]
 EPS = 1e-9
 
 
@@ -155,6 +157,9 @@ class SimResult:
     schedule_calls: int
     wall_s: float
     finished_count: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    unpacks_on_idle: int = 0
+    skipped_offers: int = 0
+    deferred_offers: int = 0
 
 
 class Simulator:
@@ -187,6 +192,12 @@ class Simulator:
         self.free_milli = np.full(self.total_gpus, GPU_MILLI, dtype=np.int64)
         self.free_mem = np.array([g.memory_mib for n in self.nodes for g in n.gpus], dtype=np.int64)
         self.tenants: list[list[int]] = [[] for _ in range(self.total_gpus)]
+        # Nodes have the CPU and memory of a whole-GPU task for every GPU (true of every shipped
+        # spec): then only GPUs bind, and a release that frees no GPU capacity unblocks nobody.
+        self.gpu_bound = all(
+            n.cpu_milli >= WHOLE_CPU_MILLI * len(n.gpus) and n.memory_mib >= WHOLE_MEMORY_MIB * len(n.gpus)
+            for n in self.nodes
+        )
         self.node_capacity = np.array([len(n.gpus) * GPU_MILLI for n in self.nodes], dtype=np.int64)
         # Node group = identical hardware (same spec group), for the idle-node reduction.
         self.node_group = [int(n.name[1 : n.name.index("-")]) for n in self.nodes]
@@ -332,6 +343,19 @@ class Simulator:
         self.violations = 0
         self.preemptions = 0
         self.schedule_calls = 0
+        # Failure memo: a job's placement class (request shape, job type when shared, learnt
+        # avoidances) -> the free epoch in which schedule() could not place it. Placements only use
+        # capacity, so until something is released (the epoch moves) a class that failed fails again:
+        # every filter is a feasibility test that more placements can only make harder (a shared task
+        # fails only when no idle GPU fits, so idle-first admission cannot flip either).
+        self.idle_epoch = 0  # moves when a release leaves a GPU idle
+        self.slot_epoch = 0  # moves when a release leaves a shared GPU with room (or a GPU idle)
+        self.failed_classes: dict[tuple[object, ...], tuple[int, int]] = {}
+        # Placement class -> slot kinds schedule() refused for it (see _FitCheck).
+        self.refused: dict[tuple[object, ...], set[SlotKind]] = {}
+        self.skipped_offers = 0
+        self.deferred_offers = 0
+        self.unpacks = 0
         ts: list[float] = []
         alloc: list[float] = []
         useful: list[float] = []
@@ -412,6 +436,9 @@ class Simulator:
             preemptions=self.preemptions,
             schedule_calls=self.schedule_calls,
             wall_s=time.perf_counter() - wall0,
+            unpacks_on_idle=self.unpacks,
+            skipped_offers=self.skipped_offers,
+            deferred_offers=self.deferred_offers,
         )
 
     # ------------------------------------------------------------------ cycle
@@ -430,6 +457,7 @@ class Simulator:
             candidates = sorted(only, key=lambda j: j.key)
         for _ in range(self.cfg.max_calls_per_cycle):
             fits = _FitCheck(self)
+            room = _Room(self, fits)
             budget = float(self.free_milli.sum()) / GPU_MILLI
             offer: list[_Job] = []
             demand = 0.0
@@ -444,6 +472,16 @@ class Simulator:
                 if len(offer) >= self.cfg.window or demand >= budget - EPS:
                     break
                 if job.idx in failed or job.gpu_eq > budget - demand + EPS or not fits(job):
+                    continue
+                if self.failed_classes.get(self._class(job)) == self._epoch(job):
+                    # Same class failed since the last release: schedule() would refuse it again.
+                    failed.add(job.idx)
+                    self.skipped_offers += 1
+                    continue
+                if not room.take(job):
+                    # What the jobs offered before it take leaves it no room: it waits for the
+                    # next call (not marked failed), which sees where they really went.
+                    self.deferred_offers += 1
                     continue
                 offer.append(job)
                 demand += job.gpu_eq
@@ -468,6 +506,7 @@ class Simulator:
         for p in decision.placements:
             by_job.setdefault(p.job_id, []).append(p)
         placed_any = False
+        refused_now: list[_Job] = []
         for job in offer:
             placed = by_job.get(job.trace.job_id)
             if placed:
@@ -475,7 +514,46 @@ class Simulator:
                 placed_any = True
             else:
                 failed.add(job.idx)
+                self.failed_classes[self._class(job)] = self._epoch(job)
+                if job.shared:
+                    refused_now.append(job)
+        if refused_now:
+            # A shared job fails only when no idle GPU fits it (an idle GPU is always admissible), so
+            # it met every GPU with room that is left after the call and was refused there: later
+            # placements of the call only fill GPUs (an idle one would have taken it).
+            kinds = self.slot_kinds()
+            for job in refused_now:
+                mem = job.request.tasks[0].gpu_memory_mib if job.request else 0
+                milli = job.request.tasks[0].gpu_milli if job.request else 0
+                self.refused.setdefault(self._class(job), set()).update(
+                    k for k in kinds if k[2] >= milli and k[3] >= mem
+                )
         return placed_any
+
+    def slot_kinds(self) -> dict[SlotKind, int]:
+        """(node group, resident job types, free milli-GPU, free memory) of every GPU with room and
+        residents -> count. What the feasibility of a shared task on that GPU depends on."""
+        out: dict[SlotKind, int] = {}
+        jobs = self.jobs
+        for gid in np.flatnonzero((self.free_milli > 0) & (self.free_milli < GPU_MILLI)).tolist():
+            k = (
+                self.node_group[int(self.gpu_node[gid])],
+                tuple(sorted(jobs[j].type_idx for j in self.tenants[gid])),
+                int(self.free_milli[gid]),
+                int(self.free_mem[gid]),
+            )
+            out[k] = out.get(k, 0) + 1
+        return out
+
+    def _epoch(self, job: _Job) -> tuple[int, int]:
+        """The releases that could make this job placeable: whole GPUs need a GPU to become idle,
+        a shared task also a GPU with room next to a resident."""
+        return (self.idle_epoch, self.slot_epoch if job.shared else 0)
+
+    @staticmethod
+    def _class(job: _Job) -> tuple[object, ...]:
+        """What schedule()'s feasibility depends on for this job (see ``failed_classes``)."""
+        return (job.shape, job.type_idx if job.shared else -1, tuple(sorted(job.avoid)))
 
     def _target_workload(self) -> TargetWorkload:
         """FGD's target workload M: the task shapes of every job arrived so far (what an online
@@ -611,6 +689,8 @@ class Simulator:
         return link
 
     def _release(self, job: _Job, now: float) -> None:
+        if not self.gpu_bound:
+            self.idle_epoch += 1  # CPU or memory may bind: any release may unblock anyone
         self._advance(job, now)
         self.useful -= job.rate * job.trace.num_gpus
         job.rate = 0.0
@@ -632,6 +712,10 @@ class Simulator:
                 self.alloc_milli -= p.gpu_milli
                 self.tenants[gid].remove(job.idx)
                 touched.append(gid)
+                if self.free_milli[gid] == GPU_MILLI:
+                    self.idle_epoch += 1
+                else:
+                    self.slot_epoch += 1
         job.placements = []
         job.gids = []
         if job.shared:
@@ -654,9 +738,10 @@ class Simulator:
 
     # ------------------------------------------------------------------ rounds
     def _round_useful(self) -> bool:
-        if self.policy.preemptive:
-            return bool(self.waiting) and bool(self.running)
-        return bool(self.shared_gids)
+        if self.policy.preemptive and self.waiting and self.running:
+            return True
+        # Introspection (unpacking) matters whenever some GPU is shared, queue or not.
+        return self.policy.introspective and bool(self.shared_gids)
 
     def _round(self, now: float) -> bool:
         """Preempt (2D-LAS) or unpack (Gandiva); True when capacity was freed."""
@@ -680,7 +765,41 @@ class Simulator:
                     freed = True
         if self.policy.preemptive and self.waiting:
             freed |= self._las_preempt(now)
+        if self.policy.unpack_on_idle:
+            freed |= self._unpack_on_idle(now)
         return freed
+
+    def _idle_gpus(self) -> int:
+        return int(np.count_nonzero(self.free_milli == GPU_MILLI))
+
+    def _waiting_need(self, job: _Job) -> float:
+        """Idle GPUs a waiting job needs: its whole GPUs, or one for a shared job (it waits after a
+        cycle, so no co-location was admitted for it: it needs a GPU of its own)."""
+        return 1.0 if job.shared else job.gpu_eq
+
+    def _unpack_on_idle(self, now: float) -> bool:
+        """Gandiva-style migration back: when idle GPUs are left over after every waiting job's
+        need, the newest job of each shared GPU (in GPU order) is restarted (30 s restart cost) so
+        the next cycle places it alone (idle-first admission). A shared pair runs each job at its
+        co-located rate (<= 1); alone both run at 1."""
+        spare = self._idle_gpus() - sum(
+            self._waiting_need(self.jobs[i])
+            for i in itertools.islice(self._queue_in_order(), self.cfg.scan_limit)
+        )
+        if spare < 1 - EPS:
+            return False
+        moved = 0
+        for gid in sorted(self.shared_gids):
+            ids = self.tenants[gid]
+            if len(ids) < 2:
+                continue
+            if moved + 1 > spare + EPS:
+                break
+            newest = max(ids, key=lambda i: (self.jobs[i].started_at, i))
+            self._preempt(self.jobs[newest], now)
+            self.unpacks += 1
+            moved += 1
+        return moved > 0
 
     def _las_preempt(self, now: float) -> bool:
         jobs = self.jobs
@@ -696,19 +815,25 @@ class Simulator:
         levels = dict(zip(ids[mask].tolist(), levels_arr[mask].tolist(), strict=True))
         # Lowest priority first: highest level, then most recently started.
         victims = sorted(levels, key=lambda i: (-levels[i], -jobs[i].started_at, -i))
-        free = float(self.free_milli.sum()) / GPU_MILLI
+        # Free capacity in idle GPUs: what a waiting job can actually use. With whole GPUs only this
+        # is the free milli-GPU sum; with shared GPUs a half-used GPU whose resident nobody may join
+        # would otherwise count as free and block every preemption.
+        free = float(self._idle_gpus())
         chosen: list[int] = []
+        chosen_set: set[int] = set()
         v = 0
         for idx in itertools.islice(self._queue_in_order(), self.cfg.window):
             job = jobs[idx]
             lvl = int(job.key[0])
-            need = job.gpu_eq
-            while free < need and v < len(victims) and levels[victims[v]] > lvl:
+            need = self._waiting_need(job)
+            while free < need - EPS and v < len(victims) and levels[victims[v]] > lvl:
                 victim = jobs[victims[v]]
-                free += victim.gpu_eq
                 chosen.append(victims[v])
+                chosen_set.add(victims[v])
+                # A GPU becomes idle when all of its tenants are chosen.
+                free += sum(1 for g in victim.gids if all(t in chosen_set for t in self.tenants[g]))
                 v += 1
-            if free < need:
+            if free < need - EPS:
                 break
             free -= need
         for idx in chosen:
@@ -728,12 +853,20 @@ class _ShapeCheck:
 
 
 class _FitCheck:
-    """Necessary condition for a job to fit the current free capacity (cached per request shape)."""
+    """Necessary condition for a job to fit the current free capacity (cached per request shape).
+
+    Whole GPUs: the job's tasks need distinct nodes with that many idle GPUs each. A shared task: an
+    idle GPU with its memory, or a GPU with room next to residents of a *slot kind* (node group,
+    resident job types, free milli-GPU, free memory) that schedule() has not refused for the job's
+    class before (``Simulator.refused``: feasibility depends only on the class and the kind, so a
+    refusal holds for the rest of the run).
+    """
 
     def __init__(self, sim: Simulator) -> None:
         self.sim = sim
         self._idle_per_node: np.ndarray | None = None
-        self._cache: dict[tuple[int, int, int], bool] = {}
+        self._cache: dict[tuple[object, ...], bool] = {}
+        self._kinds: dict[SlotKind, int] | None = None
 
     def _idle(self) -> np.ndarray:
         if self._idle_per_node is None:
@@ -741,23 +874,92 @@ class _FitCheck:
             self._idle_per_node = np.add.reduceat(idle, self.sim.offsets[:-1])
         return self._idle_per_node
 
+    def kinds(self) -> dict[SlotKind, int]:
+        """Slot kinds of the GPUs with room and residents now -> how many GPUs."""
+        if self._kinds is None:
+            self._kinds = self.sim.slot_kinds()
+        return self._kinds
+
     def __call__(self, job: _Job) -> bool:
         req = job.request
         assert req is not None
-        for task in req.tasks:
-            key = (task.gpus, task.gpu_milli, task.gpu_memory_mib)
+        sizes = sorted((t.gpus for t in req.tasks if t.gpus), reverse=True)
+        if sizes:
+            key: tuple[object, ...] = ("whole", *sizes)
             ok = self._cache.get(key)
             if ok is None:
-                if task.gpus:
-                    ok = bool((self._idle() >= task.gpus).any())
-                else:
-                    ok = bool(
-                        (
-                            (self.sim.free_milli >= task.gpu_milli)
-                            & (self.sim.free_mem >= task.gpu_memory_mib)
-                        ).any()
-                    )
+                idle = self._idle()
+                # The i-th largest task needs its own node with that many idle GPUs.
+                ok = all(int((idle >= g).sum()) > i for i, g in enumerate(sizes))
                 self._cache[key] = ok
             if not ok:
                 return False
+        for task in req.tasks:
+            if task.gpus or not task.gpu_milli:
+                continue
+            key = ("shared", task.gpu_milli, task.gpu_memory_mib)
+            idle_ok = self._cache.get(key)
+            if idle_ok is None:
+                free_m, free_mem = self.sim.free_milli, self.sim.free_mem
+                idle_ok = bool(((free_m == GPU_MILLI) & (free_mem >= task.gpu_memory_mib)).any())
+                self._cache[key] = idle_ok
+            if idle_ok:
+                continue
+            refused = self.sim.refused.get(self.sim._class(job), set())
+            if not any(
+                k[2] >= task.gpu_milli and k[3] >= task.gpu_memory_mib and k not in refused
+                for k in self.kinds()
+            ):
+                return False
+        return True
+
+
+class _Room:
+    """Capacity left for the rest of a call's offer after the jobs already in it (one call).
+
+    Whole-GPU tasks take idle GPUs of one node each (best fit: the node with the fewest idle GPUs
+    that suffice). Under the *half* share rule a shared job takes one half-GPU slot: a GPU with room
+    next to residents of a kind not refused for its class, else half of an idle GPU (the other half
+    stays as a slot). It never holds back a job that the cluster could take on its own, only what
+    earlier jobs of the same offer would take first; the real placement may differ, so a job it
+    holds back is offered again by the next call. Other share rules are not modelled (no limit).
+    """
+
+    def __init__(self, sim: Simulator, fits: _FitCheck) -> None:
+        self.sim = sim
+        self.idle = fits._idle().copy()
+        self.half = sim.policy.share == "half"
+        self.kinds = dict(fits.kinds()) if self.half else {}
+        self.spare_halves = 0  # second halves of idle GPUs taken by shared jobs
+
+    def take(self, job: _Job) -> bool:
+        req = job.request
+        assert req is not None
+        sizes = sorted((t.gpus for t in req.tasks if t.gpus), reverse=True)
+        if sizes:
+            idle = self.idle.copy()
+            for g in sizes:
+                ok = np.flatnonzero(idle >= g)
+                if ok.size == 0:
+                    return False
+                best = int(ok[np.argmin(idle[ok])])
+                idle[best] -= g
+            self.idle = idle
+            return True
+        if not (job.shared and self.half):
+            return True
+        task = req.tasks[0]
+        refused = self.sim.refused.get(self.sim._class(job), set())
+        for k, count in self.kinds.items():
+            if count > 0 and k[2] >= task.gpu_milli and k[3] >= task.gpu_memory_mib and k not in refused:
+                self.kinds[k] = count - 1
+                return True
+        if self.spare_halves > 0:
+            self.spare_halves -= 1
+            return True
+        ok = np.flatnonzero(self.idle >= 1)
+        if ok.size == 0:
+            return False
+        self.idle[int(ok[np.argmin(self.idle[ok])])] -= 1
+        self.spare_halves += 1
         return True

@@ -6,7 +6,9 @@
 - Useful-throughput utilisation = time average of ``sum(num_gpus * rate)`` / total GPUs, where a job's
   rate is its ground-truth speed relative to running alone on ideal GPUs: two tenants at 0.7 each make
   one GPU 1.4 GPUs useful; a spread 8-GPU job at rate 0.8 makes 6.4. ``*_contended`` averages only over
-  the time when at least one job was waiting (what the scheduler could influence).
+  the time when at least one job was waiting (what the scheduler could influence); ``*_arrivals``
+  averages over the arrival window [0, last submit] (the same interval for every policy: the tail
+  after the last arrival, where every policy drains what is left, is left out).
 - ``tolerance_violations``: placements during which the job ran slower than 1/tolerance of its
   isolated speed at some point (co-location or communication).
 """
@@ -69,6 +71,8 @@ def summarise(result: SimResult) -> dict[str, Any]:
     makespan = float(np.max(result.finish)) if len(jct) else 0.0
     g = result.total_gpus
     contended = (result.waiting > 0).astype(float)
+    last_submit = float(np.max(result.submit)) if len(jct) else 0.0
+    arrivals = (result.t < last_submit).astype(float)
     n = len(jct)
     jobs_per_s = n / result.wall_s if result.wall_s > 0 else 0.0
     qs = np.linspace(0, 100, CDF_POINTS)
@@ -88,10 +92,15 @@ def summarise(result: SimResult) -> dict[str, Any]:
         "gpu_alloc_util_contended": _time_average(result.t, result.alloc, makespan, contended) / g,
         "useful_util_contended": _time_average(result.t, result.useful, makespan, contended) / g,
         "contended_fraction": _time_average(result.t, contended, makespan),
+        "gpu_alloc_util_arrivals": _time_average(result.t, result.alloc, makespan, arrivals) / g,
+        "useful_util_arrivals": _time_average(result.t, result.useful, makespan, arrivals) / g,
         "placements": result.placements,
         "tolerance_violations": result.violations,
         "preemptions": result.preemptions,
         "schedule_calls": result.schedule_calls,
+        "unpacks_on_idle": result.unpacks_on_idle,
+        "skipped_offers": result.skipped_offers,
+        "deferred_offers": result.deferred_offers,
         "wall_s": round(result.wall_s, 3),
         "jobs_per_s": round(jobs_per_s, 1),
         "jct_cdf_s": np.percentile(jct, qs).round(1).tolist(),

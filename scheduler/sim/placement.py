@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.framework import CycleState, register
+import numpy as np
+
+from scheduler.framework import CycleState, Status, register
 from scheduler.interference.features import normalize_gpu_type
 from scheduler.interference.predict import SetQuery, predict_sets
 from scheduler.model import GPU_MILLI, Node, TaskRequest
@@ -111,7 +113,8 @@ class GandivaGpus:
 _SetOutcome = tuple[bool, float, float, float, int, str, str]
 
 
-_MEMOS: dict[tuple[object, ...], dict[tuple[object, ...], _SetOutcome]] = {}
+_MEMOS: dict[tuple[object, ...], dict[tuple[object, ...], Any]] = {}
+NODE_MEMO_LIMIT = 200_000
 
 
 def clear_interference_memo() -> None:
@@ -135,18 +138,27 @@ class CachedInterference(InterferenceAware):
       taking turns, else the newcomer waits for a GPU of its own).
     - **introspection** (Gandiva-style, ``JobRequest.hints["avoid_types"]``): residents of a job type
       this job was unpacked from (its measured progress fell below tolerance) are not admitted again.
+    - **idle GPU first, pack only under pressure** (``idle_first``): while some node could take the
+      task on an idle GPU (CPU, memory and an idle GPU with the memory it asks), GPUs with residents
+      are not admitted. Packing costs every job on the GPU its slowdown (a pair at the 1.5x tolerance
+      runs each job at 0.67), so it only pays when the alternative is waiting; when no idle GPU fits
+      anywhere the filter, score and admission are the real plugin's. Checked on
+      ``CycleState.arrays`` as it stands after the cycle's earlier placements, so a call that fills
+      the last idle GPU starts packing for the next task.
 
     The scheduler's view is the model's prediction, never the simulator's ground truth.
     """
 
     name = "sim_interference"
 
-    def __init__(self, min_total_throughput: float = 1.0, **kwargs: Any) -> None:
+    def __init__(self, min_total_throughput: float = 1.0, idle_first: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.min_total_throughput = min_total_throughput
+        self.idle_first = idle_first
         # Shared by the filter, score and chooser instances of one profile (one dict per settings).
         settings = (self.model_path, self.use_model, self.conservative, self.min_feasible, self.mechanism)
         self._memo = _MEMOS.setdefault((*settings, min_total_throughput), {})
+        self._node_memo = _MEMOS.setdefault(("nodes", *settings, min_total_throughput), {})
 
     @staticmethod
     def _ident(profile: dict[str, Any]) -> object:
@@ -155,28 +167,62 @@ class CachedInterference(InterferenceAware):
 
     def _verdicts(self, state: CycleState, task: TaskRequest, nodes: list[Node]) -> list[list[GpuVerdict]]:
         cycle = self._cycle(state)
+        # Same task, same node state within a cycle (filter, score, admission and chooser ask in
+        # turn): answered from the cycle's memo. A node's state is its row's ``ClusterArrays.version``
+        # (the placement engine bumps it on every commit, release and admission mask).
+        seen: dict[tuple[object, ...], list[GpuVerdict]] = cycle.setdefault("sim_verdicts", {})
+        arrays = state.arrays
+        if arrays is not None:
+            rows_of = cycle.get("sim_rows")
+            if rows_of is None:
+                rows_of = cycle["sim_rows"] = {name: i for i, name in enumerate(arrays.names)}
+            node_keys: list[tuple[object, ...]] = [
+                (task.task_id, rows_of[node.name], int(arrays.version[rows_of[node.name]])) for node in nodes
+            ]
+        else:
+            node_keys = [
+                (task.task_id, node.name, tuple((g.used_milli, tuple(g.tenants)) for g in node.gpus))
+                for node in nodes
+            ]
+        if all(k in seen for k in node_keys):
+            return [seen[k] for k in node_keys]
         job = state.job
         tolerance = job.slowdown_tolerance if job is not None else self.default_tolerance
         newcomer, _ = cycle["profiles"].get(task.task_id, ({"gpu_share": task.gpu_milli / GPU_MILLI}, 0))
         me = (self._ident(newcomer), newcomer.get("gpu_share"), tolerance)
         avoid_raw = job.hints.get("avoid_types", "") if job is not None else ""
         avoid = {int(x) for x in avoid_raw.split(",") if x}
+        # Across cycles: the verdicts on a node depend only on the newcomer (job key, share,
+        # tolerance, avoided types, request) and on each GPU's use and residents (task ids, whose
+        # profile and share do not change while they run), so an unchanged node is not recomputed.
+        base: tuple[object, ...] = (me, avoid_raw, task.gpus, task.gpu_milli, task.gpu_memory_mib)
+        result: list[list[GpuVerdict]] = [[] for _ in nodes]
+        missing: list[tuple[int, tuple[object, ...]]] = []
+        for pos, node in enumerate(nodes):
+            if node_keys[pos] in seen:
+                result[pos] = seen[node_keys[pos]]
+                continue
+            sig: tuple[object, ...] = (
+                base,
+                tuple(
+                    (g.model, g.memory_mib, g.used_milli, g.used_memory_mib, *g.tenants) for g in node.gpus
+                ),
+            )
+            hit = self._node_memo.get(sig)
+            if hit is not None:
+                result[pos] = seen[node_keys[pos]] = hit
+            else:
+                missing.append((pos, sig))
+        if not missing:
+            return result
         slots: list[tuple[int, int, tuple[object, ...]]] = []
         avoided: set[tuple[int, int]] = set()
         todo: dict[tuple[object, ...], tuple[SetQuery, list[float]]] = {}
-        per_node: list[list[int]] = []
-        # Same task, same node state within a cycle (filter, score, admission and chooser ask in
-        # turn): answered from the cycle's memo.
-        seen: dict[tuple[object, ...], list[GpuVerdict]] = cycle.setdefault("sim_verdicts", {})
-        node_keys = [
-            (task.task_id, node.name, tuple((g.used_milli, tuple(g.tenants)) for g in node.gpus))
-            for node in nodes
-        ]
-        if all(k in seen for k in node_keys):
-            return [seen[k] for k in node_keys]
-        for pos, node in enumerate(nodes):
+        per_node: list[tuple[int, list[int]]] = []
+        for pos, _sig in missing:
+            node = nodes[pos]
             gpus = fitting_gpus(task, node) if task.total_gpu_milli else []
-            per_node.append(gpus)
+            per_node.append((pos, gpus))
             if not task.is_shared:
                 continue
             for g in gpus:
@@ -208,18 +254,81 @@ class CachedInterference(InterferenceAware):
                     ok, v.newcomer_slowdown, v.conservative_slowdown, v.total_throughput, v.tenants, v.source, why
                 )  # fmt: skip
         by_slot = {(pos, g): key for pos, g, key in slots}
-        result: list[list[GpuVerdict]] = []
-        for pos, gpus in enumerate(per_node):
+        if len(self._node_memo) > NODE_MEMO_LIMIT:
+            self._node_memo.clear()  # bounded memory on long runs (only a cache)
+        for (pos, gpus), (_, node_sig) in zip(per_node, missing, strict=True):
             verdicts = []
             for g in gpus:
-                hit = by_slot.get((pos, g))
-                if hit is None:
+                hit_key = by_slot.get((pos, g))
+                if hit_key is None:
                     verdicts.append(GpuVerdict(g, True, 1.0, 1.0, 1.0, 0, "alone"))
                 else:
-                    ok, s, sc, thr, n, src, why = self._memo[hit]
+                    ok, sl, sc, thr, n, src, why = self._memo[hit_key]
                     if (pos, g) in avoided:
                         ok, why = False, "unpacked from this job type before (measured progress too slow)"
-                    verdicts.append(GpuVerdict(g, ok, s, sc, thr, n, src, why))
-            result.append(verdicts)
-            seen[node_keys[pos]] = verdicts
+                    verdicts.append(GpuVerdict(g, ok, sl, sc, thr, n, src, why))
+            result[pos] = seen[node_keys[pos]] = self._node_memo[node_sig] = verdicts
         return result
+
+    # -- idle GPU first, pack only under pressure ------------------------------------------------
+
+    @staticmethod
+    def _idle_mask(state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
+        """(len(rows), G): idle GPU slots (nothing in use) with the memory the task asks, on rows
+        with the CPU and memory it asks."""
+        a = state.arrays
+        idle = (
+            a.gpu_exists[rows]
+            & (a.gpu_free[rows] == GPU_MILLI)
+            & (a.gpu_mem_free[rows] >= task.gpu_memory_mib)
+        )
+        room = (a.cpu_free[rows] >= task.cpu_milli) & (a.mem_free[rows] >= task.memory_mib)
+        if task.gpu_models:
+            room &= a.model_mask(task.gpu_models)[rows]
+        mask: np.ndarray = idle & room[:, None]
+        return mask
+
+    def _idle_somewhere(self, state: CycleState, task: TaskRequest) -> bool:
+        """Some node could take this shared task on an idle GPU (no pressure to pack)."""
+        if not (self.idle_first and task.is_shared) or state.arrays is None:
+            return False
+        # Asked by every filter call of a placement: memoised per (task, cluster state).
+        memo: dict[tuple[str, int], bool] = state.data.setdefault("sim_idle_somewhere", {})
+        key = (task.task_id, int(state.arrays.version.sum()))
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = bool(self._idle_mask(state, task, np.arange(state.arrays.n)).any())
+        return hit
+
+    def filter(self, state: CycleState, task: TaskRequest, node: Node) -> Status:
+        if self._idle_somewhere(state, task):
+            row = state.arrays.names.index(node.name)
+            if self._idle_mask(state, task, np.array([row])).any():
+                return Status.success()
+            return Status.unschedulable("interference: an idle GPU elsewhere comes first (no packing needed)")
+        return super().filter(state, task, node)
+
+    def filter_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
+        if self._idle_somewhere(state, task):
+            return np.asarray(self._idle_mask(state, task, rows).any(axis=1), dtype=bool)
+        return super().filter_rows(state, task, rows)
+
+    def admitted_gpus_row(self, state: CycleState, task: TaskRequest, row: int) -> np.ndarray | None:
+        if self._idle_somewhere(state, task):
+            mask: np.ndarray = self._idle_mask(state, task, np.array([row]))[0]
+            return mask
+        return super().admitted_gpus_row(state, task, row)
+
+    def is_neutral(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> bool:
+        # While an idle GPU fits, every admissible placement runs alone: nothing to rank.
+        return self._idle_somewhere(state, task) or super().is_neutral(state, task, rows)
+
+    def score_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
+        if self._idle_somewhere(state, task):
+            return np.ones(len(rows))
+        return super().score_rows(state, task, rows)
+
+    def score(self, state: CycleState, task: TaskRequest, node: Node) -> float:
+        if self._idle_somewhere(state, task):
+            return 1.0
+        return super().score(state, task, node)

@@ -54,6 +54,9 @@ class Policy:
     # "gandiva": unpack a pair whose measured combined throughput < 1; "tolerance": unpack when a
     # co-located job's measured progress rate is below 1 / its slowdown tolerance (or the pair < 1).
     unpack_rule: str = "gandiva"
+    # Migrate back: at each round, when idle GPUs are left over after every waiting job's need, the
+    # newest job of each shared GPU is restarted so that it runs alone (see Simulator._unpack_on_idle).
+    unpack_on_idle: bool = False
     description: str = ""
 
 
@@ -71,7 +74,12 @@ def ours_profile() -> Profile:
     swap = {"interference_aware": "sim_interference"}
     filters = [swap.get(f, f) for f in base.filters]
     scores = {swap.get(k, k): w for k, w in base.scores.items()}
-    args = {swap.get(k, k): v for k, v in base.args.items()}
+    args = {swap.get(k, k): dict(v) for k, v in base.args.items()}
+    # Admission on the expected (not the conservative 90th-percentile) slowdown: ours measures every
+    # co-located job's progress each round and unpacks what runs beyond tolerance, so a too-optimistic
+    # prediction costs one round, while the conformal bound (made for pairs never seen) refuses
+    # ~99 % of Gavel's pairs on P100 (expected: 35 % within 1.5x, measured: 32 %).
+    args.setdefault("sim_interference", {}).setdefault("conservative", False)
     weight = sum(scores.values()) or 1.0
     multi = base.multi_gpu_chooser
     if "sim_interference" not in filters:
@@ -122,8 +130,10 @@ def make_policy(name: str) -> Policy:
     if name == "ours":
         return Policy(
             name, "las", "half", ours_profile(), preemptive=True, introspective=True, unpack_rule="tolerance",
-            description="platform default profile (interference memoised + pack rule, topology), 2D-LAS, "
-            "fractional GPUs, unpack co-locations measured beyond tolerance",
+            unpack_on_idle=True,
+            description="platform default profile (interference memoised + pack rule + idle GPU first, "
+            "topology), 2D-LAS, fractional GPUs only under pressure, unpack co-locations measured beyond "
+            "tolerance and when idle GPUs are left over",
         )  # fmt: skip
     raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")
 

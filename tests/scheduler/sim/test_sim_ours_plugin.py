@@ -44,23 +44,75 @@ def predicted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def test_pairs_predicted_productive_are_packed_and_each_set_key_is_predicted_once(
+def test_idle_gpus_come_first_and_pairs_are_packed_only_under_pressure_one_prediction_per_key(
     predicted: list[int],
 ) -> None:
-    # One node, two GPUs, ground truth y = 0.8 both ways. b packs next to a (throughput 1.6 > 1
-    # beats an idle GPU's 1.0), c takes the other GPU, d packs next to c: same (B | A) key, memoised.
+    # One node, two GPUs, ground truth y = 0.8 across types. a and b take an idle GPU each without a
+    # prediction (packing is predicted productive, 1.6 > 1, but an idle GPU comes first). c (LM) then
+    # meets no idle GPU: (LM | ResNet-18) on GPU 0 and (LM | LM) on GPU 1 are predicted in one batch,
+    # tie at 1.6, the first GPU wins. d (ResNet-18) has only GPU 1 left: (ResNet-18 | LM), one more.
     jobs = [
         TraceJob("a", 0.0, 100.0, 1, family="ResNet-18"),
         TraceJob("b", 0.0, 100.0, 1, family="LM"),
-        TraceJob("c", 0.0, 100.0, 1, family="ResNet-18"),
-        TraceJob("d", 0.0, 100.0, 1, family="LM"),
+        TraceJob("c", 0.0, 100.0, 1, family="LM"),
+        TraceJob("d", 0.0, 100.0, 1, family="ResNet-18"),
     ]
     perf = two_type_perf(0.8, 0.8)
     result = run(jobs, cluster(gpus=2), _interference_policy(1.0), perf, seed=0)
     types = [perf.job_types[i].family for i in range(2)]
     assert types == ["ResNet-18", "LM"]
     assert list(result.finish) == pytest.approx([125.0] * 4)  # 100 s of work at 0.8
-    assert sum(predicted) == 1
+    assert predicted == [2, 1]
+
+
+def test_with_an_idle_gpu_each_job_runs_alone_and_nothing_is_predicted(predicted: list[int]) -> None:
+    jobs = [TraceJob("a", 0.0, 100.0, 1, family="ResNet-18"), TraceJob("b", 0.0, 100.0, 1, family="LM")]
+    result = run(jobs, cluster(gpus=2), _interference_policy(1.0), two_type_perf(0.8, 0.8))
+    assert list(result.finish) == pytest.approx([100.0, 100.0])
+    assert predicted == []
+
+
+def test_a_packed_job_moves_to_a_gpu_that_became_idle(predicted: list[int]) -> None:
+    # Two GPUs, FIFO, Gandiva's unpack rule (a pair measured at 0.6 + 0.6 >= 1 is kept). a (ResNet-18,
+    # 100 s) and b (LM, 100 s) take the idle GPUs; c (ResNet-18, 100 s) packs next to a: y(A|A) = 0.6.
+    # b finishes at 100 and leaves GPU 1 idle with nobody waiting; the round at 100 restarts c (the
+    # newest of the pair; 60 s done, 40 left + 30 s restart) alone on GPU 1 -> 170; a runs alone from
+    # 100 (60 s done) -> 140. Without migration both would finish at 100 / 0.6 = 166.7.
+    jobs = [
+        TraceJob("a", 0.0, 100.0, 1, family="ResNet-18"),
+        TraceJob("b", 0.0, 100.0, 1, family="LM"),
+        TraceJob("c", 0.0, 100.0, 1, family="ResNet-18"),
+    ]
+    perf = two_type_perf(0.8, 0.8)
+    base = _interference_policy(1.0)
+    kept = Policy(name="t-keep", order="fifo", share="half", profile=base.profile, introspective=True)
+    moved = Policy(
+        name="t-move",
+        order="fifo",
+        share="half",
+        profile=base.profile,
+        introspective=True,
+        unpack_on_idle=True,
+    )
+    without = run(jobs, cluster(gpus=2), kept, perf, round_s=50.0, preempt_penalty_s=30.0)
+    assert list(without.finish) == pytest.approx([100.0 / 0.6, 100.0, 100.0 / 0.6])
+    assert without.preemptions == 0
+    with_move = run(jobs, cluster(gpus=2), moved, perf, round_s=50.0, preempt_penalty_s=30.0)
+    assert list(with_move.finish) == pytest.approx([140.0, 100.0, 170.0])
+    assert with_move.preemptions == 1 and with_move.unpacks_on_idle == 1
+
+
+def test_a_half_used_gpu_nobody_may_join_does_not_block_las_preemption(predicted: list[int]) -> None:
+    # One GPU, 2D-LAS. a (ResNet-18, 10,000 s) runs alone on half of it; b (LM, 100 s) arrives at
+    # 4,000 s and may not pack (predicted 1.6 < the required 1.8). Free milli-GPU (500) is not free
+    # capacity for b: at the round at 4,320 s a has 4,320 GPU-s > 3,600 (level 1) and is preempted for
+    # b (level 0): b runs 4,320-4,420; a restarts at 4,420 with 5,680 s + 30 s -> 10,130.
+    jobs = [TraceJob("a", 0.0, 10_000.0, 1, family="ResNet-18"), TraceJob("b", 4000.0, 100.0, 1, family="LM")]
+    base = _interference_policy(1.8)
+    las = Policy(name="t-las", order="las", share="half", profile=base.profile, preemptive=True)
+    result = run(jobs, cluster(), las, two_type_perf(0.8, 0.8), round_s=360.0, preempt_penalty_s=30.0)
+    assert list(result.finish) == pytest.approx([10_130.0, 4420.0])
+    assert result.preemptions == 1
 
 
 def test_the_pack_rule_keeps_a_job_off_a_gpu_whose_predicted_throughput_is_too_low(
