@@ -16,6 +16,11 @@ Why it is fast (none of this changes what ``schedule()`` decides for the jobs it
   ``window`` (64) jobs; jobs a call could not place are skipped by the next call of the same cycle
   (at most ``max_calls_per_cycle``). ``schedule()`` places jobs one after another in the given order,
   so consecutive calls decide what one call over the window would.
+- Offer pruning (keeps out of a call only jobs it would refuse): an exact fit check (a node with
+  enough idle GPUs per task; for a shared task an idle GPU or a GPU with room next to residents of a
+  slot kind not refused for the job's class), a failure memo per class until a release that could
+  unblock it, the room left by the jobs already offered in the call, and whole-GPU shapes retired
+  for the rest of a scan once one of their jobs cannot fit (see ``_cycle``, ``_FitCheck``, ``_Room``).
 - The snapshot holds only nodes with free GPU capacity (a full node passes no filter), and of nodes
   of one hardware group in the same state only as many as the cycle has tasks (see
   ``_candidate_nodes``); the cluster state is updated incrementally, never rebuilt.
@@ -319,6 +324,23 @@ class Simulator:
         del bucket[bisect.bisect_left(bucket, (job.key, job.idx))]
         self.waiting -= 1
 
+    def _queue_alive(
+        self, shapes_ok: Callable[[_Job], bool], dead: set[tuple[tuple[int, int, int], ...]]
+    ) -> Iterator[int]:
+        """Like ``_queue_in_order``, but a shape added to ``dead`` while iterating yields no more jobs
+        (k-way merge over the shape lists, each advanced only while its shape is alive)."""
+        lists = [b for b in self.buckets.values() if b and shapes_ok(self.jobs[b[0][1]])]
+        heap = [(b[0], i, 0) for i, b in enumerate(lists)]
+        heapq.heapify(heap)
+        while heap:
+            (_, idx), i, pos = heapq.heappop(heap)
+            bucket = lists[i]
+            if self.jobs[idx].shape in dead:
+                continue
+            yield idx
+            if pos + 1 < len(bucket) and self.jobs[idx].shape not in dead:
+                heapq.heappush(heap, (bucket[pos + 1], i, pos + 1))
+
     def _queue_in_order(self, shapes_ok: Callable[[_Job], bool] | None = None) -> Iterator[int]:
         """Waiting job indices in queue order, only from shapes ``shapes_ok`` accepts."""
         lists = []
@@ -463,25 +485,41 @@ class Simulator:
             demand = 0.0
             if only is not None:
                 source = (j for j in candidates if j.state == PENDING)
+            dead: set[tuple[tuple[int, int, int], ...]] = set()
+            if only is not None:
+                source = (j for j in candidates if j.state == PENDING)
             else:
                 ok = _ShapeCheck(fits, budget)
                 source = (
-                    self.jobs[idx] for idx in itertools.islice(self._queue_in_order(ok), self.cfg.scan_limit)
+                    self.jobs[idx]
+                    for idx in itertools.islice(self._queue_alive(ok, dead), self.cfg.scan_limit)
                 )
             for job in source:
                 if len(offer) >= self.cfg.window or demand >= budget - EPS:
                     break
+                # Whole-GPU jobs of one shape are alike for every test below (budget, fit, failure
+                # memo, room), and all only tighten during a call: one that fails retires its shape
+                # for the rest of the scan (a long queue is not walked job by job).
+                whole = not job.shared and not job.avoid
                 if job.idx in failed or job.gpu_eq > budget - demand + EPS or not fits(job):
+                    if whole and job.idx not in failed:
+                        dead.add(job.shape)
                     continue
                 if self.failed_classes.get(self._class(job)) == self._epoch(job):
                     # Same class failed since the last release: schedule() would refuse it again.
                     failed.add(job.idx)
                     self.skipped_offers += 1
+                    if whole:
+                        dead.add(job.shape)
                     continue
                 if not room.take(job):
                     # What the jobs offered before it take leaves it no room: it waits for the
                     # next call (not marked failed), which sees where they really went.
                     self.deferred_offers += 1
+                    if room.empty():
+                        break
+                    if whole:
+                        dead.add(job.shape)
                     continue
                 offer.append(job)
                 demand += job.gpu_eq
@@ -931,16 +969,27 @@ class _Room:
         self.half = sim.policy.share == "half"
         self.kinds = dict(fits.kinds()) if self.half else {}
         self.spare_halves = 0  # second halves of idle GPUs taken by shared jobs
+        # Room only shrinks during a call: what found none once finds none again (long queues).
+        self._none: set[tuple[object, ...]] = set()
+
+    def empty(self) -> bool:
+        """Nothing left for anyone (the scan can stop)."""
+        if self.sim.policy.share not in ("none", "half"):
+            return False  # shared requests of other rules are not modelled: they may still fit
+        return not self.idle.any() and not self.spare_halves and not any(self.kinds.values())
 
     def take(self, job: _Job) -> bool:
         req = job.request
         assert req is not None
-        sizes = sorted((t.gpus for t in req.tasks if t.gpus), reverse=True)
+        sizes = tuple(sorted((t.gpus for t in req.tasks if t.gpus), reverse=True))
         if sizes:
+            if sizes in self._none:
+                return False
             idle = self.idle.copy()
             for g in sizes:
                 ok = np.flatnonzero(idle >= g)
                 if ok.size == 0:
+                    self._none.add(sizes)
                     return False
                 best = int(ok[np.argmin(idle[ok])])
                 idle[best] -= g
@@ -948,8 +997,11 @@ class _Room:
             return True
         if not (job.shared and self.half):
             return True
+        cls = self.sim._class(job)
+        if cls in self._none:
+            return False
         task = req.tasks[0]
-        refused = self.sim.refused.get(self.sim._class(job), set())
+        refused = self.sim.refused.get(cls, set())
         for k, count in self.kinds.items():
             if count > 0 and k[2] >= task.gpu_milli and k[3] >= task.gpu_memory_mib and k not in refused:
                 self.kinds[k] = count - 1
@@ -959,6 +1011,7 @@ class _Room:
             return True
         ok = np.flatnonzero(self.idle >= 1)
         if ok.size == 0:
+            self._none.add(cls)
             return False
         self.idle[int(ok[np.argmin(self.idle[ok])])] -= 1
         self.spare_halves += 1

@@ -8,7 +8,8 @@
 | tiresias   | discretised 2D-LAS, preemptive      | whole GPUs                  | MostAllocated                  |
 | gandiva    | FIFO, introspective unpacking       | half GPU if it fits (pack)  | MostAllocated + Gandiva GPUs   |
 | gpushare   | FIFO                                | GPU memory only (binpack)   | gpushare memory binpack        |
-| ours       | 2D-LAS, preemptive, unpacks slow    | half GPU if it fits         | default, ``sim_interference``  |
+| ours       | 2D-LAS, preemptive, unpacks slow    | half GPU if it fits; packed | default, ``sim_interference``  |
+|            | and, with idle GPUs left, packed    | only when no idle GPU fits  | (expected-slowdown admission)  |
 
 Sharing rules (the job type's estimated memory footprint ``mem``, GPU memory ``M``):
 - *half* (ours, Gandiva): a 1-GPU job with ``mem + CONTEXT_MIB <= M / 2`` asks for

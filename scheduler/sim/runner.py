@@ -92,6 +92,11 @@ def _ratios(summaries: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]
                 if base["useful_util_contended"]
                 else float("nan")
             ),
+            "useful_util_arrivals": (
+                s["useful_util_arrivals"] / base["useful_util_arrivals"]
+                if base.get("useful_util_arrivals")
+                else float("nan")
+            ),
         }
     return out
 
@@ -116,6 +121,8 @@ MEAN_KEYS = (
     "useful_util",
     "gpu_alloc_util_contended",
     "useful_util_contended",
+    "gpu_alloc_util_arrivals",
+    "useful_util_arrivals",
     "tolerance_violations",
     "preemptions",
     "jobs_per_s",
@@ -130,7 +137,7 @@ def mean_report(reports: list[dict[str, Any]]) -> dict[str, Any]:
     policies: dict[str, dict[str, Any]] = {}
     for name in first["policies"]:
         rows = [r["policies"][name] for r in reports]
-        mean = {k: sum(float(r[k] or 0.0) for r in rows) / len(rows) for k in MEAN_KEYS}
+        mean = {k: sum(float(r.get(k) or 0.0) for r in rows) / len(rows) for k in MEAN_KEYS}
         policies[name] = {
             "policy": name,
             "traces": len(rows),

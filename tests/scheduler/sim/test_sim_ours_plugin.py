@@ -143,3 +143,20 @@ def test_a_pair_measured_below_tolerance_is_unpacked_only_under_the_tolerance_ru
     unpacked = run(jobs, cluster(), _unpacking("tolerance"), perf, round_s=50.0, preempt_penalty_s=30.0)
     assert unpacked.preemptions == 1
     assert list(unpacked.finish) == pytest.approx([120.0, 220.0])
+
+
+def test_a_refused_slot_kind_keeps_later_jobs_of_the_class_out_of_schedule_calls(
+    predicted: list[int],
+) -> None:
+    # One GPU; pairs predicted at 1.6 < the required 1.8, so nobody packs. At 0 a (ResNet-18) takes the
+    # GPU alone and b (LM) is refused next to it: one call. c (LM) arrives at 10: the only GPU with room
+    # holds a ResNet-18, refused for LM jobs, so no call is made. a ends at 100: b runs alone (c is
+    # refused next to b in the same call), b ends at 200, c runs 200-300: three calls in all.
+    jobs = [
+        TraceJob("a", 0.0, 100.0, 1, family="ResNet-18"),
+        TraceJob("b", 0.0, 100.0, 1, family="LM"),
+        TraceJob("c", 10.0, 100.0, 1, family="LM"),
+    ]
+    result = run(jobs, cluster(), _interference_policy(1.8), two_type_perf(0.8, 0.8))
+    assert list(result.finish) == pytest.approx([100.0, 200.0, 300.0])
+    assert result.schedule_calls == 3
