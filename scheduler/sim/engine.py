@@ -108,6 +108,7 @@ class _Job:
         "avoid",
         "tenant_profile",
         "shape",
+        "sizes",
     )
 
     def __init__(self, idx: int, trace: TraceJob, type_idx: int, mem_mib: int) -> None:
@@ -137,6 +138,7 @@ class _Job:
         self.avoid: set[int] = set()
         self.tenant_profile: dict[str, float | str] = {}
         self.shape: tuple[tuple[int, int, int], ...] = ()
+        self.sizes: tuple[int, ...] = ()  # whole-GPU task sizes, largest first
 
 
 @dataclass
@@ -212,6 +214,22 @@ class Simulator:
         self._workload_at = 0
         self._best_links: dict[tuple[int, int], str | None] = {}
         self.node_sig: list[tuple[object, ...] | None] = [None] * len(self.nodes)
+        # What ``sim_interference``'s verdicts on a node depend on (see ``_verdict_key``), cached
+        # like ``node_sig`` (reset when the node changes).
+        self.node_vkey: list[tuple[object, ...] | None] = [None] * len(self.nodes)
+        # Per node, a working copy for ``schedule()`` made when the node last changed (see
+        # ``_SimSnapshot``), reset with ``node_sig``.
+        self.node_clone: list[Node | None] = [None] * len(self.nodes)
+        # Per node, the slot class of each GPU (-1: no residents or no room), from ``_slot_ids``.
+        self.node_classes: list[list[int] | None] = [None] * len(self.nodes)
+        self._slot_ids: dict[tuple[object, ...], int] = {}
+        # Slot kind of each partly used GPU (None: recompute; see ``slot_kinds``), and the last
+        # ``slot_kinds()`` answer, valid while ``gpu_moves`` (bumped on every start/release) holds.
+        self.gpu_kind: list[SlotKind | None] = [None] * self.total_gpus
+        self.gpu_moves = 0
+        self.uses_interference = "sim_interference" in policy.profile.plugin_names()
+        self._kinds_at = -1
+        self._kinds_cache: dict[SlotKind, int] = {}
         # task id -> solo profile of running tasks, for interference-aware plugins.
         self.task_profiles: dict[str, dict[str, float | str]] = {}
         self.node_running: list[dict[str, Placement]] = [{} for _ in self.nodes]
@@ -222,6 +240,13 @@ class Simulator:
                 f"{too_big[0].job_id} with {too_big[0].num_gpus}; use a bigger cluster spec"
             )
         self.jobs = self._make_jobs(jobs)
+        # Task id -> (job type, request shape): what a resident's part of a slot class is.
+        self.task_class: dict[str, tuple[int, tuple[tuple[int, int, int], ...]]] = {
+            t.task_id: (j.type_idx, j.shape)
+            for j in self.jobs
+            if j.request is not None
+            for t in j.request.tasks
+        }
         # Mirrors of attained service for vectorised 2D-LAS rounds.
         self.att = np.zeros(len(self.jobs))
         self.since = np.zeros(len(self.jobs))
@@ -244,6 +269,7 @@ class Simulator:
             job = _Job(idx, tj, t_idx, types[t_idx].memory_mib)
             job.request = self._request(job)
             job.shape = tuple((t.gpus, t.gpu_milli, t.gpu_memory_mib) for t in job.request.tasks)
+            job.sizes = tuple(sorted((t.gpus for t in job.request.tasks if t.gpus), reverse=True))
             out.append(job)
         return out
 
@@ -530,8 +556,13 @@ class Simulator:
                 return
 
     def _offer(self, offer: list[_Job], now: float, failed: set[int]) -> bool:
-        nodes, running = self._candidate_nodes(sum(len(j.request.tasks) for j in offer if j.request))
-        snapshot = ClusterSnapshot(nodes=nodes, running=running, now=now, task_profiles=self.task_profiles)
+        nodes, running, ids = self._candidate_nodes(sum(len(j.request.tasks) for j in offer if j.request))
+        snapshot = _SimSnapshot(nodes=nodes, running=running, now=now, task_profiles=self.task_profiles)
+        clones = self.node_clone
+        for i in ids:
+            if clones[i] is None:
+                clones[i] = ClusterSnapshot(nodes=[self.nodes[i]]).copy().nodes[0]
+        snapshot.clones = [clones[i] for i in ids]  # type: ignore[misc]
         requests = []
         for job in offer:
             assert job.request is not None
@@ -539,7 +570,27 @@ class Simulator:
                 job.request.hints["avoid_types"] = ",".join(str(t) for t in sorted(job.avoid))
             requests.append(job.request)
         self.schedule_calls += 1
-        decision = schedule(snapshot, requests, self.built, data={"target_workload": self._target_workload()})
+        data: dict[str, object] = {"target_workload": self._target_workload()}
+        if self.uses_interference:
+            # For ``sim_interference``'s memos across calls (see ``_verdict_key``): per offered node
+            # its key, group and free milli-GPU (a row whose free milli moves during the call no
+            # longer matches its key), the slot class of each GPU slot, and what the plugin needs to
+            # intern the classes of rows the call changes (the class table, task id -> class part).
+            vkeys, classes = self.node_vkey, self.node_classes
+            width = max((len(self.nodes[i].gpus) for i in ids), default=0) or 1
+            for i in ids:
+                if vkeys[i] is None:
+                    vkeys[i], classes[i] = self._verdict_key(i)
+            data["sim_node_keys"] = [vkeys[i] for i in ids]
+            data["sim_node_group"] = [self.node_group[i] for i in ids]
+            data["sim_slot_ids"] = self._slot_ids
+            data["sim_task_class"] = self.task_class
+            data["sim_node_free"] = np.add.reduceat(self.free_milli, self.offsets[:-1])[ids]
+            pad = [-1] * width
+            data["sim_slot_class"] = np.array(
+                [((classes[i] or []) + pad)[:width] for i in ids], dtype=np.int64
+            ).reshape(len(ids), width)
+        decision = schedule(snapshot, requests, self.built, data=data)
         by_job: dict[str, list[Placement]] = {}
         for p in decision.placements:
             by_job.setdefault(p.job_id, []).append(p)
@@ -570,17 +621,27 @@ class Simulator:
 
     def slot_kinds(self) -> dict[SlotKind, int]:
         """(node group, resident job types, free milli-GPU, free memory) of every GPU with room and
-        residents -> count. What the feasibility of a shared task on that GPU depends on."""
+        residents -> count, in GPU order. What the feasibility of a shared task on that GPU depends on.
+
+        Incremental: each GPU's kind is cached until a start or release touches it, and the whole
+        answer until any start or release (``gpu_moves``). The returned dict is shared: read only.
+        """
+        if self._kinds_at == self.gpu_moves:
+            return self._kinds_cache
         out: dict[SlotKind, int] = {}
-        jobs = self.jobs
+        kinds = self.gpu_kind
         for gid in np.flatnonzero((self.free_milli > 0) & (self.free_milli < GPU_MILLI)).tolist():
-            k = (
-                self.node_group[int(self.gpu_node[gid])],
-                tuple(sorted(jobs[j].type_idx for j in self.tenants[gid])),
-                int(self.free_milli[gid]),
-                int(self.free_mem[gid]),
-            )
+            k = kinds[gid]
+            if k is None:
+                k = kinds[gid] = (
+                    self.node_group[int(self.gpu_node[gid])],
+                    tuple(sorted(self.jobs[j].type_idx for j in self.tenants[gid])),
+                    int(self.free_milli[gid]),
+                    int(self.free_mem[gid]),
+                )
             out[k] = out.get(k, 0) + 1
+        self._kinds_cache = out
+        self._kinds_at = self.gpu_moves
         return out
 
     def _epoch(self, job: _Job) -> tuple[int, int]:
@@ -604,7 +665,7 @@ class Simulator:
             self._workload_at = self.arrived_tasks
         return self._workload
 
-    def _candidate_nodes(self, tasks: int) -> tuple[list[Node], list[Placement]]:
+    def _candidate_nodes(self, tasks: int) -> tuple[list[Node], list[Placement], list[int]]:
         """Nodes worth offering, in cluster order, and the placements running on them.
 
         A node without free GPU capacity passes no filter, so it is left out. Nodes of one group (same
@@ -618,6 +679,7 @@ class Simulator:
         ids = np.flatnonzero(free_per_node > 0)
         nodes: list[Node] = []
         running: list[Placement] = []
+        offered: list[int] = []
         taken: dict[tuple[object, ...], int] = {}
         sigs = self.node_sig
         for i in ids.tolist():
@@ -629,8 +691,9 @@ class Simulator:
                 continue
             taken[sig] = count + 1
             nodes.append(self.nodes[i])
+            offered.append(i)
             running.extend(self.node_running[i].values())
-        return nodes, running
+        return nodes, running, offered
 
     def _signature(self, i: int) -> tuple[object, ...]:
         node = self.nodes[i]
@@ -641,6 +704,37 @@ class Simulator:
             for gid, g in enumerate(node.gpus, start=self.offsets[i])
         )
         return (self.node_group[i], node.used_cpu_milli, node.used_memory_mib, gpus)
+
+    def _verdict_key(self, i: int) -> tuple[tuple[object, ...], list[int]]:
+        """What ``sim_interference``'s verdicts on node ``i`` depend on besides the newcomer, and the
+        slot class of each of its GPUs.
+
+        The node key: the hardware (group: GPU model and memory) and, per GPU, the milli-GPU and
+        memory in use and, on a partly used GPU, its residents' (job type, request shape): a
+        resident's profile, share and tolerance follow from those. A slot class (an id, -1 for a GPU
+        without residents or without room) stands for (group, residents' sorted (type, shape)):
+        what the verdict on one GPU depends on besides the newcomer (whether the newcomer fits is
+        the GPU's free capacity, which the placement engine's arrays hold). Both hold across calls.
+        """
+        node = self.nodes[i]
+        jobs = self.jobs
+        group = self.node_group[i]
+        gpus: list[tuple[object, ...]] = []
+        classes: list[int] = []
+        ids = self._slot_ids
+        for gid, g in enumerate(node.gpus, start=self.offsets[i]):
+            if 0 < g.used_milli < GPU_MILLI:
+                residents = tuple(sorted((jobs[j].type_idx, jobs[j].shape) for j in self.tenants[gid]))
+                gpus.append((g.used_milli, g.used_memory_mib, residents))
+                cls = (group, residents)
+                c = ids.get(cls)
+                if c is None:
+                    c = ids[cls] = len(ids)
+                classes.append(c)
+            else:
+                gpus.append((g.used_milli, g.used_memory_mib))
+                classes.append(-1)
+        return (group, tuple(gpus)), classes
 
     # ------------------------------------------------------------------ state changes
     def _advance(self, job: _Job, now: float) -> None:
@@ -684,10 +778,14 @@ class Simulator:
         else:
             job.remaining += self.cfg.preempt_penalty_s
         nodes_used = set()
+        self.gpu_moves += 1
         for p in placed:
             ni = self.node_by_name[p.node]
             nodes_used.add(ni)
             self.node_sig[ni] = None
+            self.node_vkey[ni] = None
+            self.node_classes[ni] = None
+            self.node_clone[ni] = None
             reserve(self.nodes[ni], p)
             self.node_running[ni][p.task_id] = p
             self.task_profiles[p.task_id] = job.tenant_profile
@@ -697,6 +795,7 @@ class Simulator:
                 self.free_mem[gid] -= p.gpu_memory_mib
                 self.alloc_milli += p.gpu_milli
                 self.tenants[gid].append(job.idx)
+                self.gpu_kind[gid] = None
                 job.gids.append(gid)
         self.running.add(job.idx)
         self.placements += 1
@@ -737,9 +836,13 @@ class Simulator:
         self.att[job.idx] = job.attained
         self.running.discard(job.idx)
         touched: list[int] = []
+        self.gpu_moves += 1
         for p in job.placements:
             ni = self.node_by_name[p.node]
             self.node_sig[ni] = None
+            self.node_vkey[ni] = None
+            self.node_classes[ni] = None
+            self.node_clone[ni] = None
             unreserve(self.nodes[ni], p)
             del self.node_running[ni][p.task_id]
             self.task_profiles.pop(p.task_id, None)
@@ -749,6 +852,7 @@ class Simulator:
                 self.free_mem[gid] += p.gpu_memory_mib
                 self.alloc_milli -= p.gpu_milli
                 self.tenants[gid].remove(job.idx)
+                self.gpu_kind[gid] = None
                 touched.append(gid)
                 if self.free_milli[gid] == GPU_MILLI:
                     self.idle_epoch += 1
@@ -879,6 +983,27 @@ class Simulator:
         return bool(chosen)
 
 
+class _SimSnapshot(ClusterSnapshot):
+    """The simulator's snapshot for one ``schedule()`` call, whose working copy reuses each node's
+    copy from earlier calls while the node is unchanged (``Simulator.node_clone``).
+
+    Sound because ``schedule()`` only changes its working copy through ``reserve`` and, for a job it
+    cannot place whole, ``unreserve`` of what it reserved (which restores every field and the
+    tenant order): after a call a copy differs from its node only where a placement was kept, and
+    the simulator then starts that job on the node, which drops the copy.
+    """
+
+    clones: list[Node]
+
+    def copy(self) -> ClusterSnapshot:
+        return ClusterSnapshot(
+            nodes=list(self.clones),
+            running=list(self.running),
+            now=self.now,
+            task_profiles=self.task_profiles,
+        )
+
+
 class _ShapeCheck:
     """Accepts a request shape when its first job might fit and its demand is within the budget."""
 
@@ -921,21 +1046,22 @@ class _FitCheck:
     def __call__(self, job: _Job) -> bool:
         req = job.request
         assert req is not None
-        sizes = sorted((t.gpus for t in req.tasks if t.gpus), reverse=True)
+        sizes = job.sizes
         if sizes:
-            key: tuple[object, ...] = ("whole", *sizes)
-            ok = self._cache.get(key)
+            ok = self._cache.get(sizes)  # (a tuple of ints: no clash with the shared keys below)
             if ok is None:
                 idle = self._idle()
                 # The i-th largest task needs its own node with that many idle GPUs.
                 ok = all(int((idle >= g).sum()) > i for i, g in enumerate(sizes))
-                self._cache[key] = ok
+                self._cache[sizes] = ok
             if not ok:
                 return False
+        if not job.shared:
+            return True  # only a shared job has a shared (milli-GPU) task
         for task in req.tasks:
             if task.gpus or not task.gpu_milli:
                 continue
-            key = ("shared", task.gpu_milli, task.gpu_memory_mib)
+            key: tuple[object, ...] = ("shared", task.gpu_milli, task.gpu_memory_mib)
             idle_ok = self._cache.get(key)
             if idle_ok is None:
                 free_m, free_mem = self.sim.free_milli, self.sim.free_mem
@@ -981,7 +1107,7 @@ class _Room:
     def take(self, job: _Job) -> bool:
         req = job.request
         assert req is not None
-        sizes = tuple(sorted((t.gpus for t in req.tasks if t.gpus), reverse=True))
+        sizes = job.sizes
         if sizes:
             if sizes in self._none:
                 return False

@@ -132,6 +132,13 @@ class CachedInterference(InterferenceAware):
       type, the residents' job types, the GPU type, the share and the tolerances, so it is predicted
       once per such key for the whole run (the real plugin memoises per cycle). Only GPUs that fit
       the task *and* have residents are ever predicted (idle GPUs are "alone", no model call).
+    - **slot classes from the simulator** (``CycleState.data["sim_slot_class"]`` and friends, see
+      ``Simulator._verdict_key``; absent elsewhere, where the per-node path runs): a GPU with
+      residents is named by a class id (node group, residents' job types and request shapes), so
+      ``filter_rows``, ``score_rows`` and ``filter`` read one memoised verdict per (newcomer,
+      avoided types, class) over NumPy arrays instead of walking nodes and GPUs in Python. Rows the
+      call changed (their free milli-GPU moved) are re-classed from their residents, once per row
+      version. Same verdicts, same scores, same reasons as the per-node path.
     - **pack rule** (``min_total_throughput``): a co-location is admitted only when, besides every
       job's conservative predicted slowdown being within its tolerance, the predicted combined
       normalised throughput ``sum_i 1/s_i`` exceeds ``min_total_throughput`` (1.0: packing must beat
@@ -159,6 +166,13 @@ class CachedInterference(InterferenceAware):
         settings = (self.model_path, self.use_model, self.conservative, self.min_feasible, self.mechanism)
         self._memo = _MEMOS.setdefault((*settings, min_total_throughput), {})
         self._node_memo = _MEMOS.setdefault(("nodes", *settings, min_total_throughput), {})
+        # Keyed by the simulator's node key (job types and shapes of residents, not task ids).
+        self._sim_memo = _MEMOS.setdefault(("sim-nodes", *settings, min_total_throughput), {})
+        # (newcomer, avoided types, slot class) -> (admissible, why not, predicted GPU throughput)
+        # (see ``filter_rows``).
+        self._class_memo: dict[tuple[object, ...], tuple[bool, str, float]] = _MEMOS.setdefault(
+            ("sim-classes", *settings, min_total_throughput), {}
+        )
 
     @staticmethod
     def _ident(profile: dict[str, Any]) -> object:
@@ -191,16 +205,29 @@ class CachedInterference(InterferenceAware):
         newcomer, _ = cycle["profiles"].get(task.task_id, ({"gpu_share": task.gpu_milli / GPU_MILLI}, 0))
         me = (self._ident(newcomer), newcomer.get("gpu_share"), tolerance)
         avoid_raw = job.hints.get("avoid_types", "") if job is not None else ""
-        avoid = {int(x) for x in avoid_raw.split(",") if x}
         # Across cycles: the verdicts on a node depend only on the newcomer (job key, share,
         # tolerance, avoided types, request) and on each GPU's use and residents (task ids, whose
         # profile and share do not change while they run), so an unchanged node is not recomputed.
         base: tuple[object, ...] = (me, avoid_raw, task.gpus, task.gpu_milli, task.gpu_memory_mib)
         result: list[list[GpuVerdict]] = [[] for _ in nodes]
-        missing: list[tuple[int, tuple[object, ...]]] = []
+        missing: list[tuple[int, tuple[object, ...] | None, tuple[object, ...] | None]] = []
+        fast = self._sim_keys(state, nodes, node_keys, seen)
         for pos, node in enumerate(nodes):
             if node_keys[pos] in seen:
                 result[pos] = seen[node_keys[pos]]
+                continue
+            if fast is not None:
+                if fast[pos] is None:
+                    # Changed by this call: its residents placed now recur in no later call.
+                    missing.append((pos, None, None))
+                    continue
+                # The simulator's key of the node (unchanged since the call began): across calls.
+                fkey: tuple[object, ...] = (base, task.gpu_models, fast[pos])
+                got = self._sim_memo.get(fkey)
+                if got is not None:
+                    result[pos] = seen[node_keys[pos]] = got
+                else:
+                    missing.append((pos, None, fkey))
                 continue
             sig: tuple[object, ...] = (
                 base,
@@ -212,39 +239,70 @@ class CachedInterference(InterferenceAware):
             if hit is not None:
                 result[pos] = seen[node_keys[pos]] = hit
             else:
-                missing.append((pos, sig))
+                missing.append((pos, sig, None))
         if not missing:
             return result
-        slots: list[tuple[int, int, tuple[object, ...]]] = []
-        avoided: set[tuple[int, int]] = set()
-        todo: dict[tuple[object, ...], tuple[SetQuery, list[float]]] = {}
         per_node: list[tuple[int, list[int]]] = []
-        for pos, _sig in missing:
+        asks: list[tuple[Node, int]] = []
+        ask_pos: list[int] = []
+        for pos, _sig, _fkey in missing:
             node = nodes[pos]
             gpus = fitting_gpus(task, node) if task.total_gpu_milli else []
             per_node.append((pos, gpus))
             if not task.is_shared:
                 continue
             for g in gpus:
-                gpu = node.gpus[g]
-                if not any(t != task.task_id for t in gpu.tenants):
-                    continue
-                if avoid and any(tenant_type(t) in avoid for t in gpu.tenants):
-                    avoided.add((pos, g))
-                tenants = [self._tenant(state, cycle, t, gpu) for t in gpu.tenants if t != task.task_id]
-                others = tuple(sorted((repr(self._ident(p)), p.get("gpu_share"), tol) for p, tol in tenants))
-                key: tuple[object, ...] = (me, others, gpu.model, gpu.memory_mib)
-                slots.append((pos, g, key))
-                if key not in self._memo and key not in todo:
-                    profiles = [newcomer] + [p for p, _ in tenants]
-                    query = SetQuery(
-                        profiles, normalize_gpu_type(gpu.model), self.mechanism, float(gpu.memory_mib)
-                    )
-                    todo[key] = (query, [tolerance] + [t for _, t in tenants])
+                if any(t != task.task_id for t in node.gpus[g].tenants):
+                    asks.append((node, g))
+                    ask_pos.append(pos)
+        answers = self._slot_verdicts(state, cycle, task, asks)
+        by_slot = {(pos, v.gpu): v for pos, v in zip(ask_pos, answers, strict=True)}
+        if len(self._node_memo) > NODE_MEMO_LIMIT:
+            self._node_memo.clear()  # bounded memory on long runs (only a cache)
+        if len(self._sim_memo) > NODE_MEMO_LIMIT:
+            self._sim_memo.clear()
+        for (pos, gpus), (_, node_sig, fk) in zip(per_node, missing, strict=True):
+            verdicts = [by_slot.get((pos, g)) or GpuVerdict(g, True, 1.0, 1.0, 1.0, 0, "alone") for g in gpus]
+            result[pos] = seen[node_keys[pos]] = verdicts
+            if fk is not None:
+                self._sim_memo[fk] = verdicts
+            elif node_sig is not None:
+                self._node_memo[node_sig] = verdicts
+        return result
+
+    def _slot_verdicts(
+        self, state: CycleState, cycle: dict[str, Any], task: TaskRequest, asks: list[tuple[Node, int]]
+    ) -> list[GpuVerdict]:
+        """Verdicts on GPUs that fit the shared ``task`` and have other residents, one per
+        ``(node, gpu index)``: from the run's set memo, predicting the missing sets in one batch."""
+        if not asks:
+            return []
+        job = state.job
+        tolerance = job.slowdown_tolerance if job is not None else self.default_tolerance
+        newcomer, _ = cycle["profiles"].get(task.task_id, ({"gpu_share": task.gpu_milli / GPU_MILLI}, 0))
+        me = (self._ident(newcomer), newcomer.get("gpu_share"), tolerance)
+        avoid_raw = job.hints.get("avoid_types", "") if job is not None else ""
+        avoid = {int(x) for x in avoid_raw.split(",") if x}
+        keys: list[tuple[object, ...]] = []
+        avoided: list[bool] = []
+        todo: dict[tuple[object, ...], tuple[SetQuery, list[float]]] = {}
+        for node, g in asks:
+            gpu = node.gpus[g]
+            avoided.append(bool(avoid) and any(tenant_type(t) in avoid for t in gpu.tenants))
+            tenants = [self._tenant(state, cycle, t, gpu) for t in gpu.tenants if t != task.task_id]
+            others = tuple(sorted((repr(self._ident(p)), p.get("gpu_share"), tol) for p, tol in tenants))
+            key: tuple[object, ...] = (me, others, gpu.model, gpu.memory_mib)
+            keys.append(key)
+            if key not in self._memo and key not in todo:
+                profiles = [newcomer] + [p for p, _ in tenants]
+                query = SetQuery(
+                    profiles, normalize_gpu_type(gpu.model), self.mechanism, float(gpu.memory_mib)
+                )
+                todo[key] = (query, [tolerance] + [t for _, t in tenants])
         if todo:
-            keys = list(todo)
-            preds = predict_sets(self._model(cycle), [todo[k][0] for k in keys])
-            for done_key, pred in zip(keys, preds, strict=True):
+            pending = list(todo)
+            preds = predict_sets(self._model(cycle), [todo[k][0] for k in pending])
+            for done_key, pred in zip(pending, preds, strict=True):
                 v = self._verdict(0, (pred, todo[done_key][1]))
                 ok, why = v.ok, v.why
                 if ok and v.total_throughput <= self.min_total_throughput:
@@ -253,22 +311,41 @@ class CachedInterference(InterferenceAware):
                 self._memo[done_key] = (
                     ok, v.newcomer_slowdown, v.conservative_slowdown, v.total_throughput, v.tenants, v.source, why
                 )  # fmt: skip
-        by_slot = {(pos, g): key for pos, g, key in slots}
-        if len(self._node_memo) > NODE_MEMO_LIMIT:
-            self._node_memo.clear()  # bounded memory on long runs (only a cache)
-        for (pos, gpus), (_, node_sig) in zip(per_node, missing, strict=True):
-            verdicts = []
-            for g in gpus:
-                hit_key = by_slot.get((pos, g))
-                if hit_key is None:
-                    verdicts.append(GpuVerdict(g, True, 1.0, 1.0, 1.0, 0, "alone"))
-                else:
-                    ok, sl, sc, thr, n, src, why = self._memo[hit_key]
-                    if (pos, g) in avoided:
-                        ok, why = False, "unpacked from this job type before (measured progress too slow)"
-                    verdicts.append(GpuVerdict(g, ok, sl, sc, thr, n, src, why))
-            result[pos] = seen[node_keys[pos]] = self._node_memo[node_sig] = verdicts
-        return result
+        out: list[GpuVerdict] = []
+        for (_, g), key, avoid_here in zip(asks, keys, avoided, strict=True):
+            ok, sl, sc, thr, n, src, why = self._memo[key]
+            if avoid_here:
+                ok, why = False, "unpacked from this job type before (measured progress too slow)"
+            out.append(GpuVerdict(g, ok, sl, sc, thr, n, src, why))
+        return out
+
+    @staticmethod
+    def _sim_keys(
+        state: CycleState, nodes: list[Node], node_keys: list[tuple[object, ...]], seen: dict[Any, Any]
+    ) -> list[tuple[object, ...] | None] | None:
+        """Per node, the simulator's verdict key (``CycleState.data["sim_node_keys"]``, one per row,
+        see ``Simulator._verdict_key``) when the row is still as the call received it (its free
+        milli-GPU unchanged: placements only take, a rollback gives back what it took), else None.
+        None when the simulator gave no keys (the platform, tests)."""
+        keys = state.data.get("sim_node_keys")
+        arrays = state.arrays
+        if keys is None or arrays is None or len(keys) != arrays.n:
+            return None
+        cycle = state.data.setdefault("sim_fast", {})
+        rows_of = cycle.get("rows")
+        if rows_of is None:
+            rows_of = cycle["rows"] = {name: i for i, name in enumerate(arrays.names)}
+        todo = [pos for pos in range(len(nodes)) if node_keys[pos] not in seen]
+        out: list[tuple[object, ...] | None] = [None] * len(nodes)
+        if not todo:
+            return out
+        rows = np.array([rows_of[nodes[pos].name] for pos in todo], dtype=np.int64)
+        free = np.where(arrays.gpu_exists[rows], arrays.gpu_free[rows], 0).sum(axis=1)
+        same = free == state.data["sim_node_free"][rows]
+        for pos, row, ok in zip(todo, rows.tolist(), same.tolist(), strict=True):
+            if ok:
+                out[pos] = keys[row]
+        return out
 
     # -- idle GPU first, pack only under pressure ------------------------------------------------
 
@@ -306,12 +383,171 @@ class CachedInterference(InterferenceAware):
             if self._idle_mask(state, task, np.array([row])).any():
                 return Status.success()
             return Status.unschedulable("interference: an idle GPU elsewhere comes first (no packing needed)")
+        fast = self._fast_filter(state, task, node)
+        if fast is not None:
+            return fast
         return super().filter(state, task, node)
+
+    def _fast_filter(self, state: CycleState, task: TaskRequest, node: Node) -> Status | None:
+        """The real plugin's ``filter`` (same verdict, same reason) from the slot-class memo (asked
+        per node by the placement engine's explanation of a task that fits nowhere)."""
+        classes = state.data.get("sim_slot_class")
+        if classes is None or not task.is_shared or task.gpu_models or state.arrays is None:
+            return None
+        cycle = self._cycle(state)
+        if self._shares_table(state, cycle, task, 0) is not None:
+            return None
+        fast = state.data.setdefault("sim_fast", {})
+        rows_of = fast.get("rows")
+        if rows_of is None:
+            rows_of = fast["rows"] = {name: i for i, name in enumerate(state.arrays.names)}
+        # Asked for every row in turn with the cluster unchanged: answered for all rows at once.
+        key = (task.task_id, int(state.arrays.version.sum()))
+        every = fast.get("filter_all")
+        if every is None or every[0] != key:
+            got = self._filter_all(state, cycle, task)
+            if got is None:
+                return None
+            every = fast["filter_all"] = (key, *got)
+        _, ok, why = every
+        row = rows_of[node.name]
+        if ok[row]:
+            return Status.success()
+        return Status.unschedulable(f"interference: {why[row]} on every fitting GPU")
+
+    def _filter_all(
+        self, state: CycleState, cycle: dict[str, Any], task: TaskRequest
+    ) -> tuple[np.ndarray, dict[int, str]] | None:
+        """The real plugin's filter verdict on every row, and the reason on refused rows (the
+        first fitting GPU's); None when some fitting GPU with residents has no slot class."""
+        rows = np.arange(state.arrays.n)
+        cand, counts = self._candidates(state, cycle, task, rows)
+        ok_rows = np.ones(len(rows), dtype=bool)
+        why: dict[int, str] = {}
+        need = np.flatnonzero(~(cand & (counts == 0)).any(axis=1) & cand.any(axis=1))
+        if not need.size:
+            return ok_rows, why
+        sub = rows[need]
+        slots = cand[need]
+        cls = np.where(slots, self._row_classes(state, sub), -1)
+        if (cls[slots] < 0).any():
+            return None
+        uniq = np.unique(cls[slots])
+        ok = self._class_ok(state, cycle, task, uniq, cls, sub)
+        at = np.searchsorted(uniq, np.maximum(cls, uniq[0]))
+        ok_rows[need] = (slots & ok[at]).any(axis=1)
+        first = slots.argmax(axis=1)
+        for pos in np.flatnonzero(~ok_rows[need]).tolist():
+            why[int(need[pos])] = self._last_why[int(cls[pos, first[pos]])]
+        return ok_rows, why
 
     def filter_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
         if self._idle_somewhere(state, task):
             return np.asarray(self._idle_mask(state, task, rows).any(axis=1), dtype=bool)
-        return super().filter_rows(state, task, rows)
+        classes = state.data.get("sim_slot_class")
+        if classes is None or not task.is_shared or task.gpu_models or state.arrays is None:
+            return super().filter_rows(state, task, rows)
+        # The real plugin's filter_rows, with the verdicts of rows the call has not changed read
+        # per slot class (``CycleState.data["sim_slot_class"]``, see ``Simulator._verdict_key``)
+        # from a memo across calls, without Python per node or GPU.
+        cycle = self._cycle(state)
+        if self._admits_all(state, cycle, task, rows):
+            return np.ones(len(rows), dtype=bool)
+        cand, counts = self._candidates(state, cycle, task, rows)
+        table = self._shares_table(state, cycle, task, int(counts.max(initial=0)))
+        if table is not None:
+            out_t: np.ndarray = ~cand.any(axis=1) | (cand & table[0][counts]).any(axis=1)
+            return out_t
+        out = np.ones(len(rows), dtype=bool)
+        need = np.flatnonzero(~(cand & (counts == 0)).any(axis=1) & cand.any(axis=1))
+        if not need.size:
+            return out
+        sub = rows[need]
+        slots = cand[need]
+        cls = np.where(slots, self._row_classes(state, sub), -1)
+        if (cls[slots] < 0).any():  # a fitting GPU with residents but no class: not the sim's
+            return super().filter_rows(state, task, rows)
+        uniq = np.unique(cls[slots])
+        ok = self._class_ok(state, cycle, task, uniq, cls, sub)
+        at = np.searchsorted(uniq, np.maximum(cls, uniq[0]))
+        out[need] = (slots & ok[at]).any(axis=1)
+        return out
+
+    def _row_classes(self, state: CycleState, sub: np.ndarray) -> np.ndarray:
+        """(len(sub), G) slot classes of rows ``sub`` as they are now: the simulator's
+        (``CycleState.data["sim_slot_class"]``) for a row the call has not changed (its free
+        milli-GPU unchanged: placements only take, a rollback gives back what it took), else
+        interned the simulator's way from the node's residents, once per row version."""
+        data = state.data
+        arrays = state.arrays
+        out: np.ndarray = data["sim_slot_class"][sub]
+        free = np.where(arrays.gpu_exists[sub], arrays.gpu_free[sub], 0).sum(axis=1)
+        changed = np.flatnonzero(free != data["sim_node_free"][sub])
+        if not changed.size:
+            return out
+        out = out.copy()
+        fast = data.setdefault("sim_fast", {})
+        memo: dict[tuple[int, int], np.ndarray] = fast.setdefault("classes", {})
+        ids: dict[tuple[object, ...], int] = data["sim_slot_ids"]
+        of_task = data["sim_task_class"]
+        for pos in changed.tolist():
+            row = int(sub[pos])
+            key = (row, int(arrays.version[row]))
+            vec = memo.get(key)
+            if vec is None:
+                vec = np.full(out.shape[1], -1, dtype=np.int64)
+                group = data["sim_node_group"][row]
+                for gpu in state.snapshot.nodes[row].gpus:
+                    if 0 < gpu.used_milli < GPU_MILLI:
+                        cls = (group, tuple(sorted(of_task[t] for t in gpu.tenants)))
+                        c = ids.get(cls)
+                        if c is None:
+                            c = ids[cls] = len(ids)
+                        vec[gpu.index] = c
+                memo[key] = vec
+            out[pos] = vec
+        return out
+
+    def _class_ok(
+        self,
+        state: CycleState,
+        cycle: dict[str, Any],
+        task: TaskRequest,
+        uniq: np.ndarray,
+        cls: np.ndarray,
+        sub: np.ndarray,
+    ) -> np.ndarray:
+        """Admissible or not, per slot class in ``uniq`` (sorted), for this newcomer: from the memo
+        across calls, else predicted on the first GPU of that class (``cls`` over rows ``sub``)."""
+        job = state.job
+        tolerance = job.slowdown_tolerance if job is not None else self.default_tolerance
+        newcomer, _ = cycle["profiles"].get(task.task_id, ({"gpu_share": task.gpu_milli / GPU_MILLI}, 0))
+        me = (self._ident(newcomer), newcomer.get("gpu_share"), tolerance)
+        base = (me, job.hints.get("avoid_types", "") if job is not None else "")
+        memo = self._class_memo
+        ok = np.zeros(uniq.size, dtype=bool)
+        thr = np.zeros(uniq.size)
+        self._last_why: dict[int, str] = {}
+        asks: list[tuple[Node, int]] = []
+        ask_at: list[tuple[int, tuple[object, ...]]] = []
+        for i, c in enumerate(uniq.tolist()):
+            key: tuple[object, ...] = (base, c)
+            hit = memo.get(key)
+            if hit is not None:
+                ok[i], self._last_why[c], thr[i] = hit
+                continue
+            r, g = np.argwhere(cls == c)[0]
+            asks.append((state.snapshot.nodes[int(sub[r])], int(g)))
+            ask_at.append((i, key))
+        if asks:
+            if len(memo) > NODE_MEMO_LIMIT:
+                memo.clear()
+            for (i, key), v in zip(ask_at, self._slot_verdicts(state, cycle, task, asks), strict=True):
+                memo[key] = (v.ok, v.why, v.total_throughput)
+                ok[i], thr[i] = v.ok, v.total_throughput
+                self._last_why[int(uniq[i])] = v.why
+        self._last_thr = thr
+        return ok
 
     def admitted_gpus_row(self, state: CycleState, task: TaskRequest, row: int) -> np.ndarray | None:
         if self._idle_somewhere(state, task):
@@ -326,7 +562,32 @@ class CachedInterference(InterferenceAware):
     def score_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
         if self._idle_somewhere(state, task):
             return np.ones(len(rows))
-        return super().score_rows(state, task, rows)
+        classes = state.data.get("sim_slot_class")
+        if classes is None or not task.is_shared or task.gpu_models or state.arrays is None:
+            return super().score_rows(state, task, rows)
+        cycle = self._cycle(state)
+        cand, counts = self._candidates(state, cycle, task, rows)
+        if self._shares_table(state, cycle, task, int(counts.max(initial=0))) is not None:
+            return super().score_rows(state, task, rows)
+        # The real plugin's score (throughput of the best admissible fitting GPU, 1.0 alone, 0.0
+        # when none), on unchanged rows from the slot-class memo (see ``filter_rows``).
+        out = np.where(cand.any(axis=1), 1.0, 0.0)
+        need = np.flatnonzero((counts > 0).any(axis=1))
+        if not need.size:
+            return out
+        sub = rows[need]
+        busy = cand[need] & (counts[need] > 0)
+        cls = np.where(busy, self._row_classes(state, sub), -1)
+        if (cls[busy] < 0).any():
+            return super().score_rows(state, task, rows)
+        uniq = np.unique(cls[busy])
+        ok = self._class_ok(state, cycle, task, uniq, cls, sub)
+        at = np.searchsorted(uniq, np.maximum(cls, uniq[0]))
+        per_slot = np.where(busy & ok[at], self._last_thr[at], -np.inf)
+        per_slot = np.where(cand[need] & (counts[need] == 0), 1.0, per_slot)
+        best = per_slot.max(axis=1)
+        out[need] = np.where(np.isfinite(best), best, 0.0)
+        return out
 
     def score(self, state: CycleState, task: TaskRequest, node: Node) -> float:
         if self._idle_somewhere(state, task):

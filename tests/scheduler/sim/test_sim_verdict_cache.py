@@ -1,0 +1,193 @@
+"""Ours' caches across ``schedule()`` calls give the decisions of the uncached path: the slot-class
+verdict memo of ``sim_interference`` (fed by the simulator's per-node slot classes), the working
+node copies reused while a node is unchanged, and the incremental ``Simulator.slot_kinds``; a
+cached class or kind follows its GPU when a tenant leaves."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from sim_helpers import cluster, two_type_perf
+
+import scheduler.sim.placement as placement
+from scheduler.framework import Profile
+from scheduler.interference.predict import SetPrediction, SetQuery
+from scheduler.model import GPU_MILLI
+from scheduler.sim.engine import SimConfig, SimResult, Simulator, _Job
+from scheduler.sim.policies import Policy
+from scheduler.sim.trace import TraceJob
+
+
+def _policy() -> Policy:
+    profile = Profile(
+        name="t-sim-interference-cache",
+        filters=("resource_fit", "sim_interference"),
+        scores={"sim_interference": 1.0},
+        gpu_chooser="sim_interference",
+        args={"sim_interference": {"use_model": False, "min_total_throughput": 1.0}},
+    )
+    return Policy(name="t-ours-cache", order="las", share="half", profile=profile, preemptive=True)
+
+
+@pytest.fixture
+def by_types(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Predictions that depend on who shares: LM next to LM too slow (refused), the rest admitted
+    at a throughput that depends on the mix (so GPU choice and scores differ between GPUs)."""
+
+    def fake(model: object, queries: Sequence[SetQuery]) -> list[SetPrediction]:
+        out = []
+        for q in queries:
+            lm = sum(1 for p in q.profiles if "LM" in str(p.get("job_key", p.get("job_type", ""))))
+            s = np.full(len(q.profiles), 1.9 if lm >= 2 else 1.2 + 0.1 * lm)
+            out.append(SetPrediction(s, s.copy(), 1.0, "model"))
+        return out
+
+    monkeypatch.setattr(placement, "predict_sets", fake)
+
+
+def _jobs(n: int, seed: int) -> list[TraceJob]:
+    rng = random.Random(seed)
+    jobs = []
+    t = 0.0
+    for i in range(n):
+        t += rng.expovariate(1 / 20.0)
+        # 8 GPUs: two tasks on two nodes; placing the first and not the second rolls it back.
+        gpus = 1 if rng.random() < 0.8 else rng.choice([2, 4, 8])
+        jobs.append(TraceJob(f"j{i}", t, rng.uniform(50, 900), gpus, family=rng.choice(["ResNet-18", "LM"])))
+    return jobs
+
+
+def _run(jobs: list[TraceJob], cached: bool, check_kinds: bool = False) -> SimResult:
+    """``cached``: the slot classes for ``sim_interference`` and the reused node copies, else
+    neither (the per-node verdict path on fresh copies)."""
+    sim = Simulator(
+        jobs, cluster(nodes=3, gpus=4), _policy(), two_type_perf(0.7, 0.8), SimConfig(cycle_s=10.0)
+    )
+    sim.uses_interference = cached  # without it the plugin gets no slot classes: the per-node path
+    if not cached:
+        offer = sim._offer
+
+        def fresh(*args: object, **kwargs: object) -> bool:
+            sim.node_clone = [None] * len(sim.nodes)
+            return offer(*args, **kwargs)  # type: ignore[arg-type]
+
+        sim._offer = fresh  # type: ignore[method-assign]
+    if check_kinds:
+        offer = sim._offer
+
+        def checked(*args: object, **kwargs: object) -> bool:
+            assert sim.slot_kinds() == _kinds_from_scratch(sim)
+            assert list(sim.slot_kinds()) == list(_kinds_from_scratch(sim))  # same order too
+            for node, clone in zip(sim.nodes, sim.node_clone, strict=True):
+                if clone is not None:  # a kept working copy is the node as it is now
+                    assert clone is not node
+                    assert (clone.used_cpu_milli, clone.used_memory_mib) == (
+                        node.used_cpu_milli,
+                        node.used_memory_mib,
+                    )
+                    assert [(g.used_milli, g.used_memory_mib, g.tenants) for g in clone.gpus] == [
+                        (g.used_milli, g.used_memory_mib, g.tenants) for g in node.gpus
+                    ]
+            return offer(*args, **kwargs)  # type: ignore[arg-type]
+
+        sim._offer = checked  # type: ignore[method-assign]
+    return sim.run()
+
+
+def _kinds_from_scratch(sim: Simulator) -> dict[tuple[object, ...], int]:
+    out: dict[tuple[object, ...], int] = {}
+    for gid in np.flatnonzero((sim.free_milli > 0) & (sim.free_milli < GPU_MILLI)).tolist():
+        k = (
+            sim.node_group[int(sim.gpu_node[gid])],
+            tuple(sorted(sim.jobs[j].type_idx for j in sim.tenants[gid])),
+            int(sim.free_milli[gid]),
+            int(sim.free_mem[gid]),
+        )
+        out[k] = out.get(k, 0) + 1
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_slot_class_memo_and_reused_copies_give_the_decisions_of_the_uncached_path(
+    by_types: None, seed: int
+) -> None:
+    jobs = _jobs(120, seed)
+    placement.clear_interference_memo()
+    slow = _run(jobs, cached=False)
+    placement.clear_interference_memo()
+    fast = _run(jobs, cached=True, check_kinds=True)
+    # The memo was used, with admitted and refused classes alike.
+    classes = [memo for key, memo in placement._MEMOS.items() if key[0] == "sim-classes"]
+    assert classes and {ok for ok, _, _ in classes[0].values()} == {True, False}
+    assert fast.placements == slow.placements > 0
+    assert fast.preemptions == slow.preemptions
+    assert fast.violations == slow.violations
+    assert fast.unpacks_on_idle == slow.unpacks_on_idle
+    np.testing.assert_array_equal(fast.first_start, slow.first_start)
+    np.testing.assert_array_equal(fast.finish, slow.finish)
+    np.testing.assert_array_equal(fast.useful, slow.useful)
+
+
+def test_a_cached_slot_class_and_kind_follow_the_gpu_when_a_tenant_leaves(by_types: None) -> None:
+    # a and b (both ResNet-18) share the one GPU, half each (the pair is predicted productive). When a
+    # ends, the node's cached key and classes are dropped, and recomputed they name b alone; the
+    # slot kind (resident types, free milli) moves with it; when b ends nothing is left.
+    jobs = [
+        TraceJob("a", 0.0, 100.0, 1, family="ResNet-18"),
+        TraceJob("b", 0.0, 500.0, 1, family="ResNet-18"),
+    ]
+    sim = Simulator(
+        jobs, cluster(nodes=1, gpus=1), _policy(), two_type_perf(0.7, 0.8), SimConfig(cycle_s=0.0)
+    )
+    a, b = sim.jobs
+    seen: list[tuple[str, object, object, object]] = []
+    release = sim._release
+
+    def spy(job: _Job, now: float) -> None:
+        before = sim._verdict_key(0)
+        sim.node_vkey[0], sim.node_classes[0] = before  # cached, as after an offer
+        release(job, now)
+        assert sim.node_vkey[0] is None and sim.node_classes[0] is None  # invalidated by the release
+        seen.append((job.trace.job_id, before, sim._verdict_key(0), dict(sim.slot_kinds())))
+
+    sim._release = spy  # type: ignore[method-assign]
+    sim.run()
+    assert [x[0] for x in seen] == ["a", "b"]
+    _, two, one, kinds_one = seen[0]
+    group = sim.node_group[0]
+    assert two[1] == [-1]  # two halves: the GPU is full, no class (nobody fits)
+    assert one[1] == [sim._slot_ids[(group, ((b.type_idx, b.shape),))]]
+    assert [k[:3] for k in kinds_one] == [(group, (b.type_idx,), GPU_MILLI // 2)]
+    _, _, none_left, kinds_none = seen[1]
+    assert none_left[1] == [-1] and kinds_none == {}
+
+
+def test_the_plugin_interns_a_row_changed_during_the_call_as_the_simulator_would(by_types: None) -> None:
+    # A call that places a job next to a resident sees that row changed (free milli moved): its
+    # slot classes come from the node's residents, interned in the simulator's table.
+    jobs = [
+        TraceJob("a", 0.0, 1000.0, 1, family="ResNet-18"),
+        TraceJob("b", 0.0, 1000.0, 1, family="LM"),
+    ]
+    sim = Simulator(
+        jobs, cluster(nodes=1, gpus=1), _policy(), two_type_perf(0.7, 0.8), SimConfig(cycle_s=0.0)
+    )
+    seen: list[np.ndarray] = []
+    orig = placement.CachedInterference._row_classes
+
+    def spy(self: placement.CachedInterference, state: object, sub: np.ndarray) -> np.ndarray:
+        out = orig(self, state, sub)  # type: ignore[arg-type]
+        seen.append(out.copy())
+        return out
+
+    placement.CachedInterference._row_classes = spy  # type: ignore[method-assign]
+    try:
+        sim.run()
+    finally:
+        placement.CachedInterference._row_classes = orig  # type: ignore[method-assign]
+    a = sim.jobs[0]
+    assert seen, "b met a's GPU within the call that placed a"
+    assert int(seen[0][0, 0]) == sim._slot_ids[(sim.node_group[0], ((a.type_idx, a.shape),))]
