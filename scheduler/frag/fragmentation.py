@@ -54,6 +54,8 @@ class TargetWorkload:
     version: int = 0
     # Share of all tasks' GPU request (before the coverage cut) from tasks of 2+ GPUs.
     multi_gpu_share: float = 0.0
+    # The same split by GPU count k >= 2: {k: share of the GPU request from k-GPU tasks}.
+    gang_gpu_share: dict[int, float] = field(default_factory=dict)
     _per_models: dict[tuple[str, ...], tuple[np.ndarray, ...]] = field(default_factory=dict, repr=False)
     # (version, distinct milli-GPU levels, level of each shape): see ``_levels``.
     _level_cache: tuple[int, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
@@ -88,11 +90,16 @@ class TargetWorkload:
         probs = np.array([c for _, c in kept], dtype=float)
         demand = sum(c * s[1] * s[2] for s, c in counts.items())
         multi = sum(c * s[1] * s[2] for s, c in counts.items() if s[2] >= 2)
+        gang: dict[int, float] = {}
+        for s, c in counts.items():
+            if s[2] >= 2 and demand:
+                gang[s[2]] = gang.get(s[2], 0.0) + c * s[1] * s[2] / demand
         return cls(
             [s for s, _ in kept],
             probs / probs.sum(),
             with_memory,
             multi_gpu_share=multi / demand if demand else 0.0,
+            gang_gpu_share=gang,
         )
 
     def arrays_for(self, arrays: ClusterArrays) -> tuple[np.ndarray, ...]:

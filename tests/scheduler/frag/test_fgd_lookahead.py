@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from scheduler.frag.engine import PlacementEngine
 from scheduler.frag.fragmentation import TargetWorkload
 from scheduler.framework import CycleState
 from scheduler.model import ClusterSnapshot, Gpu, Node, TaskRequest
-from scheduler.plugins.fgd_lookahead import FgdFine, StrandGuard
+from scheduler.plugins.fgd_lookahead import BalanceYield, FgdFine, StrandGuard, gang_reserved_sizes
 from scheduler.profiles import PROFILES
 from tests.scheduler.frag.test_frag_command import write_fixture
 
@@ -74,6 +75,69 @@ def test_the_strand_guard_ramps_in_with_the_multi_gpu_share() -> None:
     guard = StrandGuard()
     assert guard._slope(single) == 0.0
     assert guard._slope(multi) == 25.0  # 80 % of the GPU request is multi-GPU: full strength
+
+
+def test_balance_yield_leaves_the_empty_nodes_gang_tasks_need_to_fgd() -> None:
+    # a: an empty 8-GPU node; b: an 8-GPU node with 2 GPUs busy; 16 empty 2-GPU nodes.
+    nodes = [
+        gpu_node("a", [0] * 8, cpu=96000),
+        gpu_node("b", [1000, 1000] + [0] * 6, cpu=96000, used_cpu=8000),
+    ]
+    nodes += [gpu_node(f"s{i}", [0, 0]) for i in range(16)]
+    one = TaskRequest("one", cpu_milli=4000, memory_mib=8000, gpus=1)
+    rows = np.array([0, 1])
+    plugin = BalanceYield()
+    # Only 1-GPU tasks: balance spreads, the empty node a is the more balanced choice.
+    spread = plugin.normalize_rows(plugin.score_rows(state_for(nodes, [one] * 32), one, rows))
+    assert spread[0] > spread[1]
+    # 8-GPU tasks are 20 % of the GPU request: 0.2 * 46 idle GPUs / 8 = 1.15 nodes of demand, and
+    # a is the only empty 8-GPU node, so it is reserved: balance no longer pulls the task onto it.
+    gang = TaskRequest("gang", cpu_milli=32000, memory_mib=64000, gpus=8)
+    state = state_for(nodes, [one] * 32 + [gang])
+    assert gang_reserved_sizes(state) == (8,)
+    kept = plugin.normalize_rows(plugin.score_rows(state, one, rows))
+    assert kept[0] <= kept[1]
+    # With the 2-GPU nodes gone from the pool, demand 0.2 * 14 / 8 < 1 empty node: no reservation.
+    assert gang_reserved_sizes(state_for(nodes[:2], [one] * 32 + [gang])) == ()
+
+
+def test_balance_yield_without_a_reservation_gives_the_plain_balance_score() -> None:
+    nodes = [
+        gpu_node("a", [0] * 8, cpu=96000),
+        gpu_node("b", [1000, 1000] + [0] * 6, cpu=96000, used_cpu=8000),
+    ]
+    one = TaskRequest("one", cpu_milli=4000, memory_mib=8000, gpus=1)
+    state = state_for(nodes, [one] * 32)
+    rows = np.array([0, 1])
+    raw = BalanceYield().score_rows(state, one, rows)
+    assert (raw >= 0).all()
+    assert np.allclose(BalanceYield().normalize_rows(raw), raw)
+    assert np.isclose(BalanceYield().score(state, one, nodes[0]), raw[0])
+
+
+def test_the_default_profile_no_longer_opens_the_last_empty_8_gpu_node_for_a_1_gpu_task() -> None:
+    one = TaskRequest("one", cpu_milli=4000, memory_mib=8000, gpus=1)
+    gang = TaskRequest("gang", cpu_milli=32000, memory_mib=64000, gpus=8)
+
+    def place(reserve: bool) -> str:
+        nodes = [
+            gpu_node("a", [0] * 8, cpu=96000),
+            gpu_node("b", [1000, 1000] + [0] * 6, cpu=96000, used_cpu=8000),
+        ]
+        nodes += [gpu_node(f"s{i}", [0, 0]) for i in range(16)]
+        state = state_for(nodes, [one] * 32 + [gang])
+        profile = PROFILES["default"]()
+        profile = dataclasses.replace(
+            profile, args={**profile.args, "balance_yield": {"reserve_for_gangs": reserve}}
+        )
+        outcome = PlacementEngine(profile.build(), state, nodes, explain=False).place(one)
+        assert outcome.placement is not None
+        return nodes[outcome.row].name
+
+    # Without the reservation the balance term pulls the 1-GPU task onto the empty 8-GPU node a, the
+    # only node an 8-GPU task of the workload could still use; with it, the task goes to b.
+    assert place(reserve=False) == "a"
+    assert place(reserve=True) == "b"
 
 
 def test_fgd_fine_keeps_integer_scores_for_whole_gpus_and_refines_shared_ones() -> None:
