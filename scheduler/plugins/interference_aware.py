@@ -267,9 +267,16 @@ class InterferenceAware:
         out = np.ones(len(rows), dtype=bool)
         need = np.flatnonzero(~(cand & (counts == 0)).any(axis=1) & cand.any(axis=1))
         if need.size:
-            per_node = self._verdicts(state, task, self._nodes(state, rows[need]))
-            out[need] = [not v or any(x.ok for x in v) for v in per_node]
+            out[need] = self._admissible_rows(state, cycle, task, rows[need], cand[need])
         return out
+
+    def _admissible_rows(
+        self, state: CycleState, cycle: dict[str, Any], task: TaskRequest, rows: np.ndarray, cand: np.ndarray
+    ) -> np.ndarray:
+        """Whether each of ``rows`` (fitting GPU slots ``cand``, none of them idle) has a GPU the
+        task may join. A hook: the simulator answers it from a memo per GPU class."""
+        per_node = self._verdicts(state, task, self._nodes(state, rows))
+        return np.array([not v or any(x.ok for x in v) for v in per_node], dtype=bool)
 
     # -- cheap paths (added with the default-profile wiring; see the module docstring) ------------
 

@@ -444,33 +444,23 @@ class CachedInterference(InterferenceAware):
     def filter_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
         if self._idle_somewhere(state, task):
             return np.asarray(self._idle_mask(state, task, rows).any(axis=1), dtype=bool)
-        classes = state.data.get("sim_slot_class")
-        if classes is None or not task.is_shared or task.gpu_models or state.arrays is None:
-            return super().filter_rows(state, task, rows)
-        # The real plugin's filter_rows, with the verdicts of rows the call has not changed read
-        # per slot class (``CycleState.data["sim_slot_class"]``, see ``Simulator._verdict_key``)
-        # from a memo across calls, without Python per node or GPU.
-        cycle = self._cycle(state)
-        if self._admits_all(state, cycle, task, rows):
-            return np.ones(len(rows), dtype=bool)
-        cand, counts = self._candidates(state, cycle, task, rows)
-        table = self._shares_table(state, cycle, task, int(counts.max(initial=0)))
-        if table is not None:
-            out_t: np.ndarray = ~cand.any(axis=1) | (cand & table[0][counts]).any(axis=1)
-            return out_t
-        out = np.ones(len(rows), dtype=bool)
-        need = np.flatnonzero(~(cand & (counts == 0)).any(axis=1) & cand.any(axis=1))
-        if not need.size:
-            return out
-        sub = rows[need]
-        slots = cand[need]
-        cls = np.where(slots, self._row_classes(state, sub), -1)
-        if (cls[slots] < 0).any():  # a fitting GPU with residents but no class: not the sim's
-            return super().filter_rows(state, task, rows)
-        uniq = np.unique(cls[slots])
-        ok = self._class_ok(state, cycle, task, uniq, cls, sub)
+        return super().filter_rows(state, task, rows)
+
+    def _admissible_rows(
+        self, state: CycleState, cycle: dict[str, Any], task: TaskRequest, rows: np.ndarray, cand: np.ndarray
+    ) -> np.ndarray:
+        # The verdicts of rows the call has not changed are read per slot class
+        # (``CycleState.data["sim_slot_class"]``, see ``Simulator._verdict_key``) from a memo across
+        # calls, without Python per node or GPU.
+        if state.data.get("sim_slot_class") is None or task.gpu_models or state.arrays is None:
+            return super()._admissible_rows(state, cycle, task, rows, cand)
+        cls = np.where(cand, self._row_classes(state, rows), -1)
+        if (cls[cand] < 0).any():  # a fitting GPU with residents but no class: not the sim's
+            return super()._admissible_rows(state, cycle, task, rows, cand)
+        uniq = np.unique(cls[cand])
+        ok = self._class_ok(state, cycle, task, uniq, cls, rows)
         at = np.searchsorted(uniq, np.maximum(cls, uniq[0]))
-        out[need] = (slots & ok[at]).any(axis=1)
+        out: np.ndarray = (cand & ok[at]).any(axis=1)
         return out
 
     def _row_classes(self, state: CycleState, sub: np.ndarray) -> np.ndarray:
