@@ -315,10 +315,17 @@ def schedule(
     profile: Profile | BuiltProfile | None = None,
     *,
     data: dict[str, Any] | None = None,
+    arrays: Any = None,
+    explain: bool = True,
 ) -> Decision:
     """Place ``pending`` jobs, in the given order, onto ``snapshot``; the snapshot is not modified.
 
     ``data`` seeds ``CycleState.data`` (e.g. ``{"target_workload": [...tasks...]}`` for FGD).
+    ``arrays``: a ``ClusterArrays`` equal to ``ClusterArrays.from_snapshot(snapshot)``, for callers
+    that keep one up to date more cheaply than building it (a batch simulator); ``schedule()`` takes
+    it over (the call reserves on it). ``explain=False`` skips the per-node pass that builds a job's
+    user-facing reason when a task fits nowhere (``Decision.unschedulable`` then says only "no node
+    fits") and the placements' score lines; the decisions are the same.
     """
     from scheduler.frag.arrays import ClusterArrays
     from scheduler.frag.engine import PlacementEngine
@@ -328,8 +335,12 @@ def schedule(
     cycle_data = dict(data or {})
     # The queue is part of the workload mix that fragmentation-aware plugins measure against.
     cycle_data.setdefault("pending_tasks", [t for job in pending for t in job.tasks])
-    state = CycleState(snapshot=working, data=cycle_data, arrays=ClusterArrays.from_snapshot(working))
-    engine = PlacementEngine(built, state, working.nodes)
+    if arrays is None:
+        arrays = ClusterArrays.from_snapshot(working)
+    elif arrays.n != len(working.nodes):
+        raise ValueError(f"arrays has {arrays.n} rows for {len(working.nodes)} snapshot nodes")
+    state = CycleState(snapshot=working, data=cycle_data, arrays=arrays)
+    engine = PlacementEngine(built, state, working.nodes, explain=explain)
     decision = Decision()
     for job in pending:
         state.job = job

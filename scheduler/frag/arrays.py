@@ -141,6 +141,62 @@ class ClusterArrays:
     def from_snapshot(cls, snapshot: ClusterSnapshot) -> ClusterArrays:
         return cls.from_nodes(snapshot.nodes, snapshot.running)
 
+    def refresh_row(self, row: int, node: Node, running: Iterable[Placement] = ()) -> None:
+        """Rewrite ``row`` from ``node`` and the placements running on it, as ``from_nodes`` would
+        (the node's GPU model and count must not change); bumps its version."""
+        gpus = node.gpus
+        k = len(gpus)
+        tags = [0] * 5
+        for placement in running:
+            tag = placement_tag(placement)
+            if tag >= 0:
+                tags[tag] += 1
+        self.cpu_free[row] = node.free_cpu_milli
+        self.mem_free[row] = node.free_memory_mib
+        self.gpu_free[row, :k] = [GPU_MILLI - gpu.used_milli for gpu in gpus]
+        self.gpu_mem_free[row, :k] = [gpu.memory_mib - gpu.used_memory_mib for gpu in gpus]
+        self.schedulable[row] = node.schedulable
+        self.tags[row] = tags
+        self.version[row] += 1
+
+    def take(self, rows: Sequence[int] | np.ndarray) -> ClusterArrays:
+        """New arrays of ``rows`` (in that order), equal to ``from_nodes`` of those nodes with their
+        running placements: columns up to the largest GPU count among them, models numbered in order
+        of first appearance, versions 0, an empty memo."""
+        idx = np.asarray(rows, dtype=np.int64)
+        n = idx.size
+        count = self.gpu_count[idx]
+        g = int(count.max()) if n else 0
+        g = g or 1
+        old = self.model_id[idx]
+        # ``from_nodes`` numbers models from 1 in order of first appearance ("" is always 0).
+        uniq, first = np.unique(old, return_index=True)
+        order = uniq[np.argsort(first, kind="stable")]
+        models = [""]
+        remap = np.zeros(len(self.models), dtype=np.int64)
+        for m in order.tolist():
+            if m != 0:
+                remap[m] = len(models)
+                models.append(self.models[m])
+        names = self.names
+        return ClusterArrays(
+            names=[names[i] for i in idx.tolist()],
+            cpu_cap=self.cpu_cap[idx],
+            cpu_free=self.cpu_free[idx],
+            mem_cap=self.mem_cap[idx],
+            mem_free=self.mem_free[idx],
+            gpu_count=count,
+            gpu_exists=np.arange(g)[None, :] < count[:, None],
+            gpu_free=self.gpu_free[idx, :g],
+            gpu_mem_cap=self.gpu_mem_cap[idx, :g],
+            gpu_mem_free=self.gpu_mem_free[idx, :g],
+            model_id=remap[old],
+            models=models,
+            schedulable=self.schedulable[idx],
+            tags=self.tags[idx],
+            version=np.zeros(n, dtype=np.int64),
+        )
+
     def model_mask(self, gpu_models: tuple[str, ...]) -> np.ndarray:
         """Rows whose GPU model is acceptable (all rows when no model is asked for)."""
         if not gpu_models:

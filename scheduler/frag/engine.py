@@ -88,6 +88,8 @@ class PlacementEngine:
     # Build user-facing reasons for failures (costs a per-node pass; the benchmark turns it off).
     explain: bool = True
     _cache: dict[tuple[int, Hashable], _Entry] = field(default_factory=dict)
+    # id(chooser) -> the annotate hooks of a placement made with that chooser (see ``_annotate``).
+    _annotators: dict[int, list[Any]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         arrays = self.state.arrays
@@ -178,15 +180,20 @@ class PlacementEngine:
     def _annotate(self, task: TaskRequest, placement: Placement) -> None:
         """Plugins with ``annotate(state, task, placement)`` add their prediction to the placement
         (e.g. ``Placement.predicted_slowdown``); each plugin name once, filters then scores then chooser."""
-        seen: set[str] = set()
         chooser = self.built.chooser_for(task, self.state.job)
-        plugins = [*self.built.filters, *(p for p, _ in self.built.scores), chooser]
-        for plugin in plugins:
-            hook = getattr(plugin, "annotate", None)
-            name = getattr(plugin, "name", "")
-            if hook is None or name in seen:
-                continue
-            seen.add(name)
+        hooks = self._annotators.get(id(chooser))
+        if hooks is None:  # the same for every placement with this chooser
+            seen: set[str] = set()
+            hooks = []
+            for plugin in [*self.built.filters, *(p for p, _ in self.built.scores), chooser]:
+                hook = getattr(plugin, "annotate", None)
+                name = getattr(plugin, "name", "")
+                if hook is None or name in seen:
+                    continue
+                seen.add(name)
+                hooks.append(hook)
+            self._annotators[id(chooser)] = hooks
+        for hook in hooks:
             hook(self.state, task, placement)
 
     def _choose_admitted(self, chooser: Any, task: TaskRequest, row: int) -> tuple[int, ...] | None:

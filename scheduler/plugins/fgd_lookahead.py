@@ -95,22 +95,54 @@ def gang_reserved_sizes(state: CycleState) -> tuple[int, ...]:
     fills up, they will want ``s_k * idle GPUs / k`` more nodes. A k-GPU task fits only where k GPUs are
     idle, in practice an empty node of G GPUs with G/2 < k <= G. G is reserved while the empty G-GPU
     nodes are no more than that demand: sum over G/2 < k <= G of s_k * idle GPUs / k.
+
+    The counts are the snapshot's. A caller whose snapshot leaves nodes out (the simulator offers
+    only nodes with free GPUs, and of identical ones only as many as the call has tasks) gives what
+    the left-out nodes add in ``CycleState.data["gang_counts_outside"]``: ``(free milli-GPU,
+    {G: empty G-GPU nodes})``, so the reservation sees the whole cluster.
     """
-    shares = _workload(state).gang_gpu_share
+    wl = _workload(state)
+    shares = wl.gang_gpu_share
     if not shares:
         return ()
     arrays: ClusterArrays = state.arrays
+    outside = state.data.get("gang_counts_outside")
+    # Asked for every placement (the balance term's cache token): memoised until a row changes
+    # (every write bumps a row's version, so the sum of versions only grows).
+    stamp = int(arrays.version.sum())
+    memo = arrays.memo.get("gang_reserved_sizes")
+    if (
+        memo is not None
+        and memo[0] == stamp
+        and memo[1] is wl
+        and memo[2] == wl.version
+        and memo[3] is outside
+    ):
+        hit: tuple[int, ...] = memo[4]
+        return hit
     idle, empty = _idle_and_empty(arrays)
-    idle_gpus = float(idle.sum()) / GPU_MILLI
+    idle_milli = float(idle.sum())
     nodes_by_size = np.bincount(arrays.gpu_count)
     empty_by_size = np.bincount(arrays.gpu_count[empty], minlength=len(nodes_by_size))
+    if outside is not None:
+        extra_milli, extra_empty = outside
+        idle_milli += float(extra_milli)
+        top = max([len(nodes_by_size) - 1, *extra_empty])
+        nodes_by_size = np.bincount(arrays.gpu_count, minlength=top + 1)
+        empty_by_size = np.bincount(arrays.gpu_count[empty], minlength=top + 1)
+        for size, count in extra_empty.items():
+            nodes_by_size[size] += count
+            empty_by_size[size] += count
+    idle_gpus = idle_milli / GPU_MILLI
     reserved = []
     for size in np.flatnonzero(nodes_by_size[1:]).tolist():
         size += 1
         demand = sum(s * idle_gpus / k for k, s in shares.items() if size / 2 < k <= size)
         if demand > 0 and int(empty_by_size[size]) <= demand:
             reserved.append(size)
-    return tuple(reserved)
+    result = tuple(reserved)
+    arrays.memo["gang_reserved_sizes"] = (stamp, wl, wl.version, outside, result)
+    return result
 
 
 @register("balance_yield")

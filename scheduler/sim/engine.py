@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scheduler.frag.arrays import ClusterArrays
 from scheduler.frag.fragmentation import ShapeKey, TargetWorkload, task_shape
 from scheduler.framework import BuiltProfile, reserve, schedule, unreserve
 from scheduler.model import GPU_MILLI, ClusterSnapshot, JobRequest, Node, Placement, TaskRequest
@@ -51,15 +52,14 @@ from scheduler.sim.cluster import ClusterSpec
 from scheduler.sim.perf import PerfModel, best_link, bottleneck_link, comm_rate
 from scheduler.sim.placement import clear_interference_memo
 from scheduler.sim.policies import (
-    LAS_THRESHOLDS_GPU_S,
     SHARED_CPU_MILLI,
     SHARED_MEMORY_MIB,
     WHOLE_CPU_MILLI,
     WHOLE_MEMORY_MIB,
     Policy,
-    las_level,
     shared_request,
 )
+from scheduler.sim.priority import QueuePriority
 from scheduler.sim.trace import TraceJob
 
 PENDING, RUNNING, DONE = 0, 1, 2
@@ -214,20 +214,29 @@ class Simulator:
         self._workload_at = 0
         self._best_links: dict[tuple[int, int], str | None] = {}
         self.node_sig: list[tuple[object, ...] | None] = [None] * len(self.nodes)
+        self._sig_ids: dict[tuple[object, ...], int] = {}
         # What ``sim_interference``'s verdicts on a node depend on (see ``_verdict_key``), cached
         # like ``node_sig`` (reset when the node changes).
         self.node_vkey: list[tuple[object, ...] | None] = [None] * len(self.nodes)
         # Per node, a working copy for ``schedule()`` made when the node last changed (see
         # ``_SimSnapshot``), reset with ``node_sig``.
         self.node_clone: list[Node | None] = [None] * len(self.nodes)
+        # The whole cluster as ``ClusterArrays``; a row is rewritten when its node's copy is remade
+        # (``_offer``), and each ``schedule()`` call gets the offered rows (``ClusterArrays.take``).
+        self.arrays = ClusterArrays.from_nodes(self.nodes)
         # Per node, the slot class of each GPU (-1: no residents or no room), from ``_slot_ids``.
         self.node_classes: list[list[int] | None] = [None] * len(self.nodes)
+        # The same as a matrix (one row per node, -1 past its GPUs), rows rewritten with them.
+        self.slot_class_mat = np.full((len(self.nodes), self.max_node_gpus), -1, dtype=np.int64)
         self._slot_ids: dict[tuple[object, ...], int] = {}
         # Slot kind of each partly used GPU (None: recompute; see ``slot_kinds``), and the last
-        # ``slot_kinds()`` answer, valid while ``gpu_moves`` (bumped on every start/release) holds.
+        # ``slot_kinds()`` answer, valid while ``gpu_moves`` (bumped on every start/release of a
+        # shared job: whole GPUs go from idle to full and back, never partly used) holds.
         self.gpu_kind: list[SlotKind | None] = [None] * self.total_gpus
         self.gpu_moves = 0
         self.uses_interference = "sim_interference" in policy.profile.plugin_names()
+        self.uses_gang_reservation = "balance_yield" in policy.profile.plugin_names()
+        self.node_gpus = np.array([len(n.gpus) for n in self.nodes], dtype=np.int64)
         self._kinds_at = -1
         self._kinds_cache: dict[SlotKind, int] = {}
         # task id -> solo profile of running tasks, for interference-aware plugins.
@@ -334,7 +343,11 @@ class Simulator:
             return (job.trace.submit, job.idx)
         if order == "sjf":
             return (job.trace.duration, job.trace.submit, job.idx)
-        return (las_level(job.attained), job.trace.submit, job.idx)
+        prio: QueuePriority | None = getattr(self, "priority", None)
+        if prio is None:  # per run: holds the completed jobs' service history
+            prio = self.priority = QueuePriority(self.policy.las_thresholds, self.policy.las_inner)
+        tj = job.trace
+        return prio.key(job.attained, tj.group, tj.num_gpus, tj.submit, job.idx)
 
     # The queue is one sorted list per request shape: a cycle skips whole shapes that cannot fit
     # and merges the rest in key order, instead of rescanning a long prefix of jobs that wait for
@@ -559,9 +572,12 @@ class Simulator:
         nodes, running, ids = self._candidate_nodes(sum(len(j.request.tasks) for j in offer if j.request))
         snapshot = _SimSnapshot(nodes=nodes, running=running, now=now, task_profiles=self.task_profiles)
         clones = self.node_clone
+        arrays = self.arrays
         for i in ids:
             if clones[i] is None:
                 clones[i] = ClusterSnapshot(nodes=[self.nodes[i]]).copy().nodes[0]
+                # The node changed since its row was last written (a start or release drops the copy).
+                arrays.refresh_row(i, self.nodes[i], self.node_running[i].values())
         snapshot.clones = [clones[i] for i in ids]  # type: ignore[misc]
         requests = []
         for job in offer:
@@ -570,27 +586,30 @@ class Simulator:
                 job.request.hints["avoid_types"] = ",".join(str(t) for t in sorted(job.avoid))
             requests.append(job.request)
         self.schedule_calls += 1
-        data: dict[str, object] = {"target_workload": self._target_workload()}
+        workload = self._target_workload()
+        data: dict[str, object] = {"target_workload": workload}
+        if self.uses_gang_reservation and workload.gang_gpu_share:
+            data["gang_counts_outside"] = self._gang_counts_outside(ids)
         if self.uses_interference:
             # For ``sim_interference``'s memos across calls (see ``_verdict_key``): per offered node
             # its key, group and free milli-GPU (a row whose free milli moves during the call no
             # longer matches its key), the slot class of each GPU slot, and what the plugin needs to
             # intern the classes of rows the call changes (the class table, task id -> class part).
             vkeys, classes = self.node_vkey, self.node_classes
-            width = max((len(self.nodes[i].gpus) for i in ids), default=0) or 1
+            width = (int(self.node_gpus[ids].max()) if ids else 0) or 1
+            mat = self.slot_class_mat
             for i in ids:
                 if vkeys[i] is None:
-                    vkeys[i], classes[i] = self._verdict_key(i)
+                    vkeys[i], row = self._verdict_key(i)
+                    classes[i] = row
+                    mat[i, : len(row)] = row
             data["sim_node_keys"] = [vkeys[i] for i in ids]
             data["sim_node_group"] = [self.node_group[i] for i in ids]
             data["sim_slot_ids"] = self._slot_ids
             data["sim_task_class"] = self.task_class
             data["sim_node_free"] = np.add.reduceat(self.free_milli, self.offsets[:-1])[ids]
-            pad = [-1] * width
-            data["sim_slot_class"] = np.array(
-                [((classes[i] or []) + pad)[:width] for i in ids], dtype=np.int64
-            ).reshape(len(ids), width)
-        decision = schedule(snapshot, requests, self.built, data=data)
+            data["sim_slot_class"] = mat[ids, :width]
+        decision = schedule(snapshot, requests, self.built, data=data, arrays=arrays.take(ids), explain=False)
         by_job: dict[str, list[Placement]] = {}
         for p in decision.placements:
             by_job.setdefault(p.job_id, []).append(p)
@@ -619,12 +638,28 @@ class Simulator:
                 )
         return placed_any
 
+    def _gang_counts_outside(self, ids: list[int]) -> tuple[int, dict[int, int]]:
+        """What the nodes left out of a call's snapshot add to the balance term's gang reservation
+        (``gang_reserved_sizes``): their free milli-GPU and, per GPU count, how many are empty (every
+        GPU idle, no CPU in use). The snapshot keeps only as many identical nodes as the call has
+        tasks, so without these the reservation would count a fraction of the empty nodes."""
+        free_node = np.add.reduceat(self.free_milli, self.offsets[:-1])
+        out = np.ones(len(self.nodes), dtype=bool)
+        out[ids] = False
+        extra_milli = int(free_node[out].sum())
+        empty: dict[int, int] = {}
+        for i in np.flatnonzero(out & (free_node == self.node_capacity)).tolist():
+            if self.nodes[i].used_cpu_milli == 0 and self.node_gpus[i] > 0:
+                size = int(self.node_gpus[i])
+                empty[size] = empty.get(size, 0) + 1
+        return extra_milli, empty
+
     def slot_kinds(self) -> dict[SlotKind, int]:
         """(node group, resident job types, free milli-GPU, free memory) of every GPU with room and
         residents -> count, in GPU order. What the feasibility of a shared task on that GPU depends on.
 
         Incremental: each GPU's kind is cached until a start or release touches it, and the whole
-        answer until any start or release (``gpu_moves``). The returned dict is shared: read only.
+        answer until a shared job starts or ends (``gpu_moves``). The returned dict is shared: read only.
         """
         if self._kinds_at == self.gpu_moves:
             return self._kinds_cache
@@ -685,7 +720,9 @@ class Simulator:
         for i in ids.tolist():
             sig = sigs[i]
             if sig is None:
-                sig = sigs[i] = self._signature(i)
+                # Interned: equal signatures get one small id (hashed here on every call).
+                ids_ = self._sig_ids
+                sig = sigs[i] = (ids_.setdefault(self._signature(i), len(ids_)),)
             count = taken.get(sig, 0)
             if count >= tasks:
                 continue
@@ -778,7 +815,8 @@ class Simulator:
         else:
             job.remaining += self.cfg.preempt_penalty_s
         nodes_used = set()
-        self.gpu_moves += 1
+        if job.shared:  # only a shared task makes or leaves a partly used GPU (slot kinds)
+            self.gpu_moves += 1
         for p in placed:
             ni = self.node_by_name[p.node]
             nodes_used.add(ni)
@@ -836,7 +874,8 @@ class Simulator:
         self.att[job.idx] = job.attained
         self.running.discard(job.idx)
         touched: list[int] = []
-        self.gpu_moves += 1
+        if job.shared:
+            self.gpu_moves += 1
         for p in job.placements:
             ni = self.node_by_name[p.node]
             self.node_sig[ni] = None
@@ -871,6 +910,9 @@ class Simulator:
         job.state = DONE
         job.finish = now
         job.remaining = 0.0
+        prio: QueuePriority | None = getattr(self, "priority", None)
+        if prio is not None:  # what an online scheduler learns: this job's service, now it is done
+            prio.completed(job.trace.group, job.trace.num_gpus, job.attained)
 
     def _preempt(self, job: _Job, now: float) -> None:
         self._release(job, now)
@@ -924,10 +966,15 @@ class Simulator:
         need, the newest job of each shared GPU (in GPU order) is restarted (30 s restart cost) so
         the next cycle places it alone (idle-first admission). A shared pair runs each job at its
         co-located rate (<= 1); alone both run at 1."""
-        spare = self._idle_gpus() - sum(
-            self._waiting_need(self.jobs[i])
-            for i in itertools.islice(self._queue_in_order(), self.cfg.scan_limit)
-        )
+        idle = self._idle_gpus()
+        # The same sum in the same order, stopped once no spare GPU can be left (needs are >= 0, so
+        # the partial sums only grow): a long queue is not walked to find that nothing is spare.
+        need = 0.0
+        for i in itertools.islice(self._queue_in_order(), self.cfg.scan_limit):
+            need += self._waiting_need(self.jobs[i])
+            if idle - need < 1 - EPS:
+                return False
+        spare = idle - need
         if spare < 1 - EPS:
             return False
         moved = 0
@@ -946,11 +993,12 @@ class Simulator:
     def _las_preempt(self, now: float) -> bool:
         jobs = self.jobs
         best_pending_level = min(int(b[0][0][0]) for b in self.buckets.values() if b)
-        if best_pending_level >= len(LAS_THRESHOLDS_GPU_S) or not self.running:
+        thresholds = np.asarray(self.policy.las_thresholds)
+        if best_pending_level >= len(thresholds) or not self.running:
             return False
         ids = np.fromiter(self.running, dtype=np.int64, count=len(self.running))
         attained = self.att[ids] + self.ngpus[ids] * (now - self.since[ids])
-        levels_arr = np.searchsorted(np.asarray(LAS_THRESHOLDS_GPU_S), attained, side="right")
+        levels_arr = np.searchsorted(thresholds, attained, side="right")
         mask = levels_arr > best_pending_level
         if not mask.any():
             return False
@@ -1093,10 +1141,19 @@ class _Room:
         self.sim = sim
         self.idle = fits._idle().copy()
         self.half = sim.policy.share == "half"
-        self.kinds = dict(fits.kinds()) if self.half else {}
+        self.fits = fits
+        # Slot kinds (``fits.kinds()``), fetched when first needed and copied when first changed.
+        self._kinds: dict[SlotKind, int] | None = None
+        self._own_kinds = False
         self.spare_halves = 0  # second halves of idle GPUs taken by shared jobs
         # Room only shrinks during a call: what found none once finds none again (long queues).
         self._none: set[tuple[object, ...]] = set()
+
+    @property
+    def kinds(self) -> dict[SlotKind, int]:
+        if self._kinds is None:
+            self._kinds = self.fits.kinds() if self.half else {}
+        return self._kinds
 
     def empty(self) -> bool:
         """Nothing left for anyone (the scan can stop)."""
@@ -1128,9 +1185,13 @@ class _Room:
             return False
         task = req.tasks[0]
         refused = self.sim.refused.get(cls, set())
-        for k, count in self.kinds.items():
+        kinds = self.kinds
+        for k, count in kinds.items():
             if count > 0 and k[2] >= task.gpu_milli and k[3] >= task.gpu_memory_mib and k not in refused:
-                self.kinds[k] = count - 1
+                if not self._own_kinds:  # the fit check's dict is shared: change a copy
+                    self._kinds = kinds = dict(kinds)
+                    self._own_kinds = True
+                kinds[k] = count - 1
                 return True
         if self.spare_halves > 0:
             self.spare_halves -= 1

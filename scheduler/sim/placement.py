@@ -374,13 +374,23 @@ class CachedInterference(InterferenceAware):
         key = (task.task_id, int(state.arrays.version.sum()))
         hit = memo.get(key)
         if hit is None:
-            hit = memo[key] = bool(self._idle_mask(state, task, np.arange(state.arrays.n)).any())
+            hit = memo[key] = bool(self._idle_all(state, task).any())
         return hit
+
+    def _idle_all(self, state: CycleState, task: TaskRequest) -> np.ndarray:
+        """``_idle_mask`` of every row, memoised per (task, cluster state): the filter, the GPU
+        admission and the per-node filter of one placement all read it (read only)."""
+        memo: dict[str, tuple[int, np.ndarray]] = state.data.setdefault("sim_idle_all", {})
+        stamp = int(state.arrays.version.sum())  # every write bumps a row's version
+        hit = memo.get(task.task_id)
+        if hit is None or hit[0] != stamp:
+            hit = memo[task.task_id] = (stamp, self._idle_mask(state, task, np.arange(state.arrays.n)))
+        return hit[1]
 
     def filter(self, state: CycleState, task: TaskRequest, node: Node) -> Status:
         if self._idle_somewhere(state, task):
             row = state.arrays.names.index(node.name)
-            if self._idle_mask(state, task, np.array([row])).any():
+            if self._idle_all(state, task)[row].any():
                 return Status.success()
             return Status.unschedulable("interference: an idle GPU elsewhere comes first (no packing needed)")
         fast = self._fast_filter(state, task, node)
@@ -443,7 +453,7 @@ class CachedInterference(InterferenceAware):
 
     def filter_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
         if self._idle_somewhere(state, task):
-            return np.asarray(self._idle_mask(state, task, rows).any(axis=1), dtype=bool)
+            return np.asarray(self._idle_all(state, task)[rows].any(axis=1), dtype=bool)
         return super().filter_rows(state, task, rows)
 
     def _admissible_rows(
@@ -541,7 +551,7 @@ class CachedInterference(InterferenceAware):
 
     def admitted_gpus_row(self, state: CycleState, task: TaskRequest, row: int) -> np.ndarray | None:
         if self._idle_somewhere(state, task):
-            mask: np.ndarray = self._idle_mask(state, task, np.array([row]))[0]
+            mask: np.ndarray = self._idle_all(state, task)[row].copy()
             return mask
         return super().admitted_gpus_row(state, task, row)
 
