@@ -81,7 +81,8 @@ def _fgd_balance() -> Profile:
 def _default() -> Profile:
     # Fragmentation (issue 3), plugins in scheduler/plugins/fgd_lookahead.py:
     # - fgd_fine: FGD's fragment gradient; shared-GPU tasks get the unrounded score (whole-GPU and
-    #   CPU-only tasks keep FGD's integer score, so their ties still go first-fit).
+    #   CPU-only tasks keep FGD's integer score, so their ties still go first-fit), plus a one-task
+    #   look-ahead at the gap a share leaves on its GPU (keep gaps the workload's common sizes fill).
     # - balance_yield (weight 0.5): CPU, memory and GPU used in proportion, so no dimension runs out
     #   while others idle; it yields by max(0, 1 - m/0.4)^2 as multi-GPU demand (share m of the
     #   workload's GPU request) needs whole nodes, and it no longer pulls tasks onto the empty nodes
@@ -89,7 +90,7 @@ def _default() -> Profile:
     #   gpushare20 it opened all but 2 of the 617 8-GPU nodes by arrived 50 % and 8-GPU tasks failed
     #   from 42 %: 3.86 vs FGD's 3.58 unallocated; see docs/benchmarks/frag.md).
     # - strand_guard: penalises placements that newly leave GPUs without the CPU or memory to use
-    #   them, with a slope that ramps up with m.
+    #   them, with a slope that ramps up with m and with the CPU pressure of what the cluster runs.
     #
     # interference_aware (issue 4): a filter (a GPU where any tenant's predicted slowdown exceeds
     # its tolerance is excluded, and the engine keeps the GPU chooser to admitted GPUs), a score

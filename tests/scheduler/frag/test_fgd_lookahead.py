@@ -14,7 +14,15 @@ from scheduler.frag.engine import PlacementEngine
 from scheduler.frag.fragmentation import TargetWorkload
 from scheduler.framework import CycleState
 from scheduler.model import ClusterSnapshot, Gpu, Node, TaskRequest
-from scheduler.plugins.fgd_lookahead import BalanceYield, FgdFine, StrandGuard, gang_reserved_sizes
+from scheduler.plugins.fgd_lookahead import (
+    BalanceYield,
+    FgdFine,
+    FgdFineGpus,
+    StrandGuard,
+    cpu_pressure,
+    gang_reserved_sizes,
+    gap_option_values,
+)
 from scheduler.profiles import PROFILES
 from tests.scheduler.frag.test_frag_command import write_fixture
 
@@ -147,9 +155,16 @@ def test_fgd_fine_keeps_integer_scores_for_whole_gpus_and_refines_shared_ones() 
     plugin = FgdFine()
     whole = plugin.score_rows(state, tasks[1], np.array([0, 1]))
     assert np.all(whole == np.floor(whole))
-    shared = plugin.score_rows(state, tasks[0], np.array([0, 1]))
-    # Completing the half-used GPU on b beats breaking an idle GPU on a.
+    # Without the gap look-ahead: completing the half-used GPU on b beats breaking an idle GPU on a.
+    shared = FgdFine(lookahead=0.0).score_rows(state, tasks[0], np.array([0, 1]))
     assert shared[1] > shared[0]
+    # With it (weight 4), in this extreme workload where half the tasks are 500-milli shares, the
+    # 500 gap left on an idle GPU earns 4 * (opt(1000) - opt(500)) = 4 * 0.5 * (f(500) - f(0)) = +500
+    # back, offsetting FGD's -250, so an idle GPU of either node ties with b's exact fit (+250; the
+    # share uses the option its own size had on the gap): a known limit of weighting the look-ahead
+    # above 1 (the shared sizes of the trace's workloads have probabilities of 0.30 at most).
+    ahead = plugin.score_rows(state, tasks[0], np.array([0, 1]))
+    assert np.isclose(ahead[0], ahead[1])
 
 
 def test_the_candidate_keeps_every_invariant_on_a_small_run() -> None:
@@ -204,3 +219,58 @@ def test_the_frag_command_runs_the_default_profile_by_name(tmp_path: Path) -> No
     report = json.loads(out.read_text())
     block = report["policies"]["default"]
     assert block["metrics"]["unalloc_gpu_pct_at_arrived100"]["mean"] >= 0.0
+
+
+def test_the_gap_look_ahead_keeps_a_gap_the_common_size_fills() -> None:
+    # Workload: half 500-milli shares, half whole GPUs. Per GPU, f(g) = g * P(shape cannot use g):
+    # f = g below 500, g / 2 from 500 to 999, 0 at 1000. opt(g) = sum_u q_u min(0, f(g - u) - f(g)):
+    # opt(700) = 0.5 * (f(200) - f(700)) = 0.5 * (200 - 350) = -75; opt(400) = opt(1000) = 0.
+    tasks = [TaskRequest("s", cpu_milli=1000, gpu_milli=500), TaskRequest("w", cpu_milli=1000, gpus=1)]
+    # a: one GPU with 700 milli free; b: one idle GPU.
+    state = state_for([gpu_node("a", [300]), gpu_node("b", [0])], tasks)
+    opt = gap_option_values(state.data["target_workload"], state.arrays)
+    assert np.isclose(opt[700], -75.0) and opt[400] == 0.0 and opt[1000] == 0.0
+    share = TaskRequest("x", cpu_milli=1000, gpu_milli=300)
+    rows = np.array([0, 1])
+    # a: F = 0.5 * 0 + 0.5 * 700 = 350 before, 400 after (neither shape fits 400): Delta = -50.
+    # b: F = 0 before, 0.5 * 0 + 0.5 * 700 = 350 after: Delta = -350. FGD fills a's gap and leaves
+    # 400 milli no typical task fits.
+    plain = FgdFine(lookahead=0.0).score_rows(state, share, rows)
+    assert np.allclose(plain, 100.0 / (1.0 + np.exp([0.05, 0.35])))
+    # The look-ahead adds 4 * (opt(700) - opt(400)) = -300 on a and 4 * (opt(1000) - opt(700)) = +300
+    # on b: b (-50) beats a (-350), and a's 700 gap stays for a 500-milli share.
+    ahead = FgdFine().score_rows(state, share, rows)
+    assert np.allclose(ahead, 100.0 / (1.0 + np.exp([0.35, 0.05])))
+    # Inside a node the chooser weighs the look-ahead 1: on one node with both GPUs (0 and 700 free)
+    # it is -350 + 75 on the idle GPU vs -50 - 75 on the 700 gap, so it fills the gap.
+    both = state_for([gpu_node("c", [0, 300])], tasks)
+    assert FgdFineGpus().choose_gpus_row(both, share, 0) == (1,)
+    assert FgdFineGpus(lookahead=4.0).choose_gpus_row(both, share, 0) == (0,)
+
+
+def test_the_strand_guard_ramps_in_with_the_cpu_pressure_of_what_runs() -> None:
+    # Only 1-GPU tasks (m = 0): the multi-GPU ramp alone leaves the guard off.
+    tasks = [TaskRequest("t", cpu_milli=4000, gpus=1)]
+    guard = StrandGuard()
+    # 4 GPUs and 32 cores: 8 cores per GPU of capacity. Half the GPUs run, with 8 or 16 cores.
+    light = state_for([gpu_node("a", [1000, 1000, 0, 0], used_cpu=8000)], tasks)
+    heavy = state_for([gpu_node("a", [1000, 1000, 0, 0], used_cpu=16000)], tasks)
+    assert cpu_pressure(light) == 0.5 and guard._slope(light) == 0.0
+    # CPU used per GPU used equals the cluster's ratio: CPU runs out with the GPUs, full strength.
+    assert cpu_pressure(heavy) == 1.0 and guard._slope(heavy) == 25.0
+    midway = state_for([gpu_node("a", [1000, 1000, 0, 0], used_cpu=14400)], tasks)
+    assert np.isclose(cpu_pressure(midway), 0.9) and np.isclose(guard._slope(midway), 25.0 * 0.25)
+
+
+def test_the_gap_look_ahead_does_not_count_an_exact_fit_by_a_common_size_as_a_loss() -> None:
+    # Workload: 600- and 400-milli shares, half each. f(g) = g below 400, g / 2 up to 599, 0 from 600.
+    tasks = [TaskRequest("p", cpu_milli=1000, gpu_milli=600), TaskRequest("d", cpu_milli=1000, gpu_milli=400)]
+    # a: an idle GPU; b: a GPU with 400 milli free.
+    state = state_for([gpu_node("a", [0]), gpu_node("b", [600])], tasks)
+    # opt(400) = 0.5 * (f(0) - f(400)) = -100: the gap's option for the next 400-milli share.
+    assert np.isclose(gap_option_values(state.data["target_workload"], state.arrays)[400], -100.0)
+    # a: Delta = 0 (a 600 gap fits both sizes), look-ahead 0. b: Delta = 200, and the share placed now
+    # *is* the 400 the option was for: opt(400) - opt(0) - 0.5 * min(0, f(0) - f(400)) = 0. Counting
+    # the option as lost would give 200 - 4 * 100 < 0 and break a's idle GPU instead.
+    scores = FgdFine().score_rows(state, tasks[1], np.array([0, 1]))
+    assert np.allclose(scores, 100.0 / (1.0 + np.exp([0.0, -0.2])))
