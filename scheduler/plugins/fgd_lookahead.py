@@ -193,7 +193,10 @@ class BalanceYield(RowScoreMixin):
         self.reserve_for_gangs = reserve_for_gangs
 
     def cache_token(self, state: CycleState) -> Hashable:
-        return (self._scale(state), self._reserved(state))
+        scale = self._scale(state)
+        if scale <= 0:  # every score is 0 whatever the reservation (``score_rows``)
+            return (scale, ())
+        return (scale, self._reserved(state))
 
     def _scale(self, state: CycleState) -> float:
         return max(0.0, 1.0 - _multi_share(state) / self.m_zero) ** 2
@@ -354,6 +357,9 @@ def unfloored_sigmoid(delta: np.ndarray) -> np.ndarray:
     return 100.0 / (1.0 + np.exp(-x))
 
 
+_GAP_TABLES: dict[int, tuple[TargetWorkload, int, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+
+
 def gap_option_values(wl: TargetWorkload, arrays: ClusterArrays) -> np.ndarray:
     """opt[g] for g = 0..1000 milli free on one GPU: how much a gap of g lowers the expected fragment
     because the workload's next task may fill it (<= 0).
@@ -369,8 +375,9 @@ def gap_option_values(wl: TargetWorkload, arrays: ClusterArrays) -> np.ndarray:
 def _gap_tables(wl: TargetWorkload, arrays: ClusterArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(opt, f, q) on g = 0..1000: ``gap_option_values``, the per-GPU fragment f and q[u] the
     probability of single-GPU size u. Memoised on the arrays per workload."""
-    key = ("gap_option_values", id(wl))
-    memo = arrays.memo.get(key)
+    # They depend on the workload only: memoised per workload across arrays (the simulator builds
+    # new arrays for every call). The entry holds the workload, so its id is not reused meanwhile.
+    memo = _GAP_TABLES.get(id(wl))
     if memo is not None and memo[0] is wl and memo[1] == wl.version:
         hit: tuple[np.ndarray, np.ndarray, np.ndarray] = memo[2]
         return hit
@@ -389,7 +396,9 @@ def _gap_tables(wl: TargetWorkload, arrays: ClusterArrays) -> tuple[np.ndarray, 
         gaps = grid[grid >= u]
         opt[gaps] += q * np.minimum(0.0, f[gaps - u] - f[gaps])
     tables = (opt, f, q_of)
-    arrays.memo[key] = (wl, wl.version, tables)
+    if len(_GAP_TABLES) >= 8:
+        _GAP_TABLES.clear()
+    _GAP_TABLES[id(wl)] = (wl, wl.version, tables)
     return tables
 
 

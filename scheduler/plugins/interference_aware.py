@@ -113,14 +113,13 @@ class InterferenceAware:
                 "model": None,
                 "note": "model disabled",
                 "model_loaded": not self.use_model,
-                "running": {p.task_id: p for p in state.snapshot.running},
+                "running": None,  # task id -> running placement, built by ``_running`` on first use
                 "profiles": {},  # task id -> (profile, tolerance) of jobs seen this cycle
                 "verdicts": {},  # (task id, node name, tenants) -> list[GpuVerdict]
                 # For the cheap paths: does anyone have more than a declared share, and which
                 # tolerances can residents have; resident counts per GPU slot, by row version.
                 "informative": any(set(p) - {"slowdown_tolerance"} for p in stored.values()),
-                "tolerances": {self.default_tolerance}
-                | {float(p["slowdown_tolerance"]) for p in stored.values() if "slowdown_tolerance" in p},
+                "tolerances": None,  # built by ``_resident_tolerances`` on first use
                 "job_tolerances": {},  # job id -> tolerance of the jobs seen this cycle
                 "counts": None,
                 "stamp": None,
@@ -138,6 +137,24 @@ class InterferenceAware:
                 cycle["profiles"][t.task_id] = (prof, job.slowdown_tolerance)
         return cycle
 
+    @staticmethod
+    def _running(state: CycleState, cycle: dict[str, Any]) -> dict[str, Placement]:
+        """Task id -> running placement of the cycle's snapshot (built once per cycle, when needed)."""
+        running: dict[str, Placement] | None = cycle["running"]
+        if running is None:
+            running = cycle["running"] = {p.task_id: p for p in state.snapshot.running}
+        return running
+
+    def _resident_tolerances(self, state: CycleState, cycle: dict[str, Any]) -> set[float]:
+        """The default tolerance and every stored one (built once per cycle, when needed)."""
+        tolerances: set[float] | None = cycle["tolerances"]
+        if tolerances is None:
+            stored = getattr(state.snapshot, "task_profiles", {})
+            tolerances = cycle["tolerances"] = {self.default_tolerance} | {
+                float(p["slowdown_tolerance"]) for p in stored.values() if "slowdown_tolerance" in p
+            }
+        return tolerances
+
     def _model(self, cycle: dict[str, Any]) -> InterferenceModel | None:
         """The trained model (or None), loaded once per cycle on first use."""
         if not cycle["model_loaded"]:
@@ -154,7 +171,7 @@ class InterferenceAware:
             return seen
         stored = dict(getattr(state.snapshot, "task_profiles", {}).get(task_id, {}))
         tolerance = float(stored.pop("slowdown_tolerance", self.default_tolerance))
-        placement: Placement | None = cycle["running"].get(task_id)
+        placement: Placement | None = self._running(state, cycle).get(task_id)
         if placement is not None:
             share = placement.gpu_milli / GPU_MILLI if placement.gpu_milli else 1.0
             stored.setdefault("gpu_share", share)
@@ -329,7 +346,7 @@ class InterferenceAware:
         job = state.job
         # Tolerances residents may have: stored ones, the default, and those of the jobs placed
         # earlier this cycle (the current job's own only if its other tasks can be residents).
-        tolerances = set(cycle["tolerances"])
+        tolerances = set(self._resident_tolerances(state, cycle))
         for job_id, tol in cycle["job_tolerances"].items():
             if job is None or job_id != job.job_id or len(job.tasks) > 1:
                 tolerances.add(tol)

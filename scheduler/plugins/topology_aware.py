@@ -27,7 +27,6 @@ tasks then avoid splitting NVLink pairs on nodes that have them, and everything 
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -48,9 +47,12 @@ from scheduler.topology import (
 from scheduler.topology.links import network_bandwidth
 from scheduler.topology.tables import MAX_TABLE_GPUS, tables_for
 
+_MISS = object()
 _PLANS = "topology_aware.plans"
 _NODES = "topology_aware.nodes"
 _BIG = 1e4  # stands in for an infinite ring bandwidth (one GPU) in scores
+# (the task's gang plan spot or None, the job's task ids, its communication profile)
+_ScoreContext = tuple[tuple[str, tuple[int, ...]] | None, set[str], CommProfile]
 
 
 def node_topology(node: Node) -> Topology | None:
@@ -64,27 +66,55 @@ def node_topology(node: Node) -> Topology | None:
     return topo
 
 
-@dataclass
 class _NodeIndex:
-    """Per snapshot: each node's usable topology, parsed once (backends may store dicts or text)."""
+    """Per snapshot, built lazily (most calls need one node or none): each node's usable topology,
+    parsed once (backends may store dicts or text); nodes by name; running tasks' jobs per node."""
 
-    snapshot: ClusterSnapshot
-    by_name: dict[str, Node]
-    topo: dict[str, Topology | None]
-    has_topo: np.ndarray  # aligned with snapshot.nodes (= CycleState.arrays rows in the engine)
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        self.snapshot = snapshot
+        self._topo: dict[str, tuple[Node, Topology | None]] = {}
+        self._by_name: dict[str, Node] | None = None
+        self._job_of: dict[str, dict[str, str]] | None = None
+
+    def topo(self, node: Node) -> Topology | None:
+        hit = self._topo.get(node.name)
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        topo = node_topology(node)
+        self._topo[node.name] = (node, topo)
+        return topo
+
+    def any_topo(self, rows: np.ndarray) -> bool:
+        """Whether a node of ``rows`` (positions in snapshot.nodes = CycleState.arrays rows) has one."""
+        nodes = self.snapshot.nodes
+        return any(self.topo(nodes[r]) is not None for r in rows.tolist())
+
+    @property
+    def by_name(self) -> dict[str, Node]:
+        if self._by_name is None:
+            self._by_name = {n.name: n for n in self.snapshot.nodes}
+        return self._by_name
+
+    def node_at(self, row: int, name: str) -> Node:
+        """The snapshot node of CycleState.arrays row ``row`` (named ``name``)."""
+        nodes = self.snapshot.nodes
+        if row < len(nodes) and nodes[row].name == name:
+            return nodes[row]
+        return self.by_name[name]
+
+    def job_of(self, node_name: str) -> dict[str, str]:
+        """Task id -> job id of the snapshot's running placements on ``node_name``."""
+        if self._job_of is None:
+            self._job_of = {}
+            for p in self.snapshot.running:
+                self._job_of.setdefault(p.node, {})[p.task_id] = p.job_id
+        return self._job_of.get(node_name, {})
 
 
 def _index(state: CycleState) -> _NodeIndex:
     idx: _NodeIndex | None = state.data.get(_NODES)
     if idx is None or idx.snapshot is not state.snapshot:
-        nodes = state.snapshot.nodes
-        topo = {n.name: node_topology(n) for n in nodes}
-        idx = _NodeIndex(
-            snapshot=state.snapshot,
-            by_name={n.name: n for n in nodes},
-            topo=topo,
-            has_topo=np.array([topo[n.name] is not None for n in nodes], dtype=bool),
-        )
+        idx = _NodeIndex(state.snapshot)
         state.data[_NODES] = idx
     return idx
 
@@ -102,6 +132,8 @@ class TopologyAware:
     ) -> None:
         self.default_profile = CommProfile(compute_s=compute_s, message_bytes=gradient_mb * 1e6)
         self._cache: OrderedDict[tuple[Any, ...], Choice | None] = OrderedDict()
+        self._fp_ids: dict[tuple[Any, ...], int] = {}  # fingerprint -> small id (``_choice`` keys)
+        self._fp_of: dict[int, tuple[Topology, int]] = {}  # id(topology) -> (it, its fingerprint id)
         if fallback == self.name:
             raise ValueError("topology_aware cannot be its own fallback")
         self.fallback: Any = create_plugin(fallback) if fallback else None
@@ -110,10 +142,7 @@ class TopologyAware:
     # -- helpers --------------------------------------------------------------------------------
 
     def _topo(self, state: CycleState, node: Node) -> Topology | None:
-        idx = _index(state)
-        if idx.by_name.get(node.name) is node:
-            return idx.topo[node.name]
-        return node_topology(node)  # a node outside the snapshot (direct calls)
+        return _index(state).topo(node)  # (also a node outside the snapshot: direct calls)
 
     def _scored(self, state: CycleState, task: TaskRequest) -> bool:
         """Whether the score has anything to say about ``task`` (module docstring)."""
@@ -142,17 +171,26 @@ class TopologyAware:
 
     def _running(self, state: CycleState, node: Node, mine: set[str]) -> tuple[tuple[int, ...], ...]:
         """GPU sets of other jobs on ``node`` (tasks of one running job grouped together)."""
-        job_of = {p.task_id: p.job_id for p in state.snapshot.running if p.node == node.name}
+        job_of: dict[str, str] | None = None
         groups: dict[str, set[int]] = {}
         for gpu in node.gpus:
+            if not gpu.tenants:
+                continue
             for tenant in gpu.tenants:
                 if tenant in mine:
                     continue
-                groups.setdefault(job_of.get(tenant, tenant), set()).add(gpu.index)
+                if job_of is None:
+                    job_of = _index(state).job_of(node.name)
+                key = job_of.get(tenant, tenant)
+                group = groups.get(key)
+                if group is None:
+                    groups[key] = {gpu.index}
+                else:
+                    group.add(gpu.index)
         return tuple(tuple(sorted(g)) for g in groups.values() if len(g) > 1)
 
     def _held(self, node: Node, mine: set[str]) -> tuple[int, ...]:
-        return tuple(g.index for g in node.gpus if mine.intersection(g.tenants))
+        return tuple(g.index for g in node.gpus if g.tenants and not mine.isdisjoint(g.tenants))
 
     def _choice(
         self,
@@ -163,15 +201,32 @@ class TopologyAware:
         held: tuple[int, ...],
         job: CommProfile,
     ) -> Choice | None:
-        key = (topo.fingerprint, free, size, running, held, job)
-        if key in self._cache:
+        key = (self._fingerprint_id(topo), free, size, running, held, job)
+        hit = self._cache.get(key, _MISS)
+        if hit is not _MISS:
             self._cache.move_to_end(key)
-            return self._cache[key]
+            return hit  # type: ignore[return-value]
         choice = choose_set(topo, free, size, running=running, held=held, job=job)
         self._cache[key] = choice
         if len(self._cache) > 4096:
             self._cache.popitem(last=False)
         return choice
+
+    def _fingerprint_id(self, topo: Topology) -> int:
+        """A small int per distinct ``topo.fingerprint`` (a nested tuple: Python re-hashes it on
+        every lookup), found by the object's identity."""
+        hit = self._fp_of.get(id(topo))
+        if hit is not None and hit[0] is topo:
+            return hit[1]
+        if len(self._fp_of) > 4096 or len(self._fp_ids) > 4096:
+            # (parsed topologies may be new objects every cycle; ids of fingerprints restart,
+            # so the choices keyed by them go too)
+            self._fp_of.clear()
+            self._fp_ids.clear()
+            self._cache.clear()
+        fp = self._fp_ids.setdefault(topo.fingerprint, len(self._fp_ids))
+        self._fp_of[id(topo)] = (topo, fp)
+        return fp
 
     def _plan(self, state: CycleState) -> dict[str, tuple[str, tuple[int, ...]]]:
         # (Only multi-task jobs of whole GPUs get a plan; callers check that first.)
@@ -188,7 +243,7 @@ class TopologyAware:
             views = []
             idx = _index(state)
             for node in state.snapshot.nodes:
-                topo = idx.topo[node.name]
+                topo = idx.topo(node)
                 if not node.schedulable or topo is None or topo.gpu_count > MAX_TABLE_GPUS:
                     continue
                 free = tuple(g.index for g in node.gpus if g.is_idle)
@@ -205,7 +260,7 @@ class TopologyAware:
         """No opinion: the task is not scored, or no feasible node has a topology (score 0 for all)."""
         if not self._scored(state, task):
             return True
-        return not bool(_index(state).has_topo[rows].any())
+        return not _index(state).any_topo(rows)
 
     def score(self, state: CycleState, task: TaskRequest, node: Node) -> float:
         """Raw score: predicted ring GB/s of the job with this task here (plan: 1 there, 0 elsewhere)."""
@@ -221,33 +276,50 @@ class TopologyAware:
         idx = _index(state)
         nodes = state.snapshot.nodes
         job_nodes = self._job_nodes(state)
-        for i in np.flatnonzero(idx.has_topo[rows]).tolist():
-            node = nodes[int(rows[i])]
-            topo = idx.topo[node.name]
+        ctx: _ScoreContext | None = None
+        for i, r in enumerate(rows.tolist()):
+            node = nodes[r]
+            topo = idx.topo(node)
             if topo is not None:
-                out[i] = self._score_node(state, task, node, topo, job_nodes)
+                if ctx is None:  # (at the first node with a topology, as per node before)
+                    ctx = self._score_context(state, task)
+                out[i] = self._score_node(state, task, node, topo, job_nodes, ctx)
         return out
+
+    def _score_context(self, state: CycleState, task: TaskRequest) -> _ScoreContext:
+        """What ``_score_node`` needs of the job, the same for every node: (the task's gang plan
+        spot or None, the job's task ids, its communication profile)."""
+        planned = self._plan(state).get(task.task_id) if _multi_task(state) else None
+        return planned, self._job_tasks(state), self._comm(state)
 
     def _job_nodes(self, state: CycleState) -> set[str]:
         """Names of the nodes where tasks of the current job already hold GPUs (this cycle)."""
         mine = self._job_tasks(state)
         if not mine:
             return set()
-        return {n.name for n in state.snapshot.nodes if any(mine.intersection(g.tenants) for g in n.gpus)}
+        names = set()
+        for n in state.snapshot.nodes:
+            for g in n.gpus:
+                if g.tenants and not mine.isdisjoint(g.tenants):
+                    names.add(n.name)
+                    break
+        return names
 
     def _score_node(
-        self, state: CycleState, task: TaskRequest, node: Node, topo: Topology, job_nodes: set[str]
+        self,
+        state: CycleState,
+        task: TaskRequest,
+        node: Node,
+        topo: Topology,
+        job_nodes: set[str],
+        ctx: _ScoreContext | None = None,
     ) -> float:
-        if _multi_task(state):
-            planned = self._plan(state).get(task.task_id)
-            if planned is not None:
-                return 1.0 if planned[0] == node.name else 0.0
-        mine = self._job_tasks(state)
+        planned, mine, comm = ctx if ctx is not None else self._score_context(state, task)
+        if planned is not None:
+            return 1.0 if planned[0] == node.name else 0.0
         free = tuple(g.index for g in node.gpus if g.is_idle)
         held = self._held(node, mine)
-        choice = self._choice(
-            topo, free, task.gpus, self._running(state, node, mine), held, self._comm(state)
-        )
+        choice = self._choice(topo, free, task.gpus, self._running(state, node, mine), held, comm)
         if choice is None:
             return 0.0
         ring = min(choice.ring_gbps, _BIG)
@@ -264,8 +336,8 @@ class TopologyAware:
     def choose_gpus_row(self, state: CycleState, task: TaskRequest, row: int) -> tuple[int, ...] | None:
         """Batch entry point: delegates to the fallback's row hook cheaply on nodes without topology."""
         idx = _index(state)
-        node = idx.by_name[state.arrays.names[row]]
-        topo = idx.topo[node.name]
+        node = idx.node_at(row, state.arrays.names[row])
+        topo = idx.topo(node)
         if self._delegate(state, task, topo):
             if self._fallback_batch:
                 return self.fallback.choose_gpus_row(state, task, row)
@@ -329,8 +401,8 @@ class TopologyAware:
         if not placement.gpu_indices or not (task.gpus or _multi_task(state)):
             return
         idx = _index(state)
-        topo = idx.topo.get(placement.node)
         node = idx.by_name.get(placement.node)
+        topo = idx.topo(node) if node is not None else None
         if topo is None or node is None or topo.gpu_count > MAX_TABLE_GPUS:
             return
         members = sorted(set(placement.gpu_indices) | set(self._held(node, self._job_tasks(state))))
