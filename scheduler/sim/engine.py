@@ -182,6 +182,8 @@ class Simulator:
         self.cfg = config or SimConfig()
         self.spec = spec
         self.policy = policy
+        # Queue keys of 2D-LAS policies; holds the completed jobs' service history of this run.
+        self.priority = QueuePriority(policy.las_thresholds, policy.las_inner)
         self.perf = perf
         self.progress = progress
         clear_interference_memo()  # every run starts cold (and sees the model it is given)
@@ -343,11 +345,8 @@ class Simulator:
             return (job.trace.submit, job.idx)
         if order == "sjf":
             return (job.trace.duration, job.trace.submit, job.idx)
-        prio: QueuePriority | None = getattr(self, "priority", None)
-        if prio is None:  # per run: holds the completed jobs' service history
-            prio = self.priority = QueuePriority(self.policy.las_thresholds, self.policy.las_inner)
         tj = job.trace
-        return prio.key(job.attained, tj.group, tj.num_gpus, tj.submit, job.idx)
+        return self.priority.key(job.attained, tj.group, tj.num_gpus, tj.submit, job.idx)
 
     # The queue is one sorted list per request shape: a cycle skips whole shapes that cannot fit
     # and merges the rest in key order, instead of rescanning a long prefix of jobs that wait for
@@ -910,9 +909,8 @@ class Simulator:
         job.state = DONE
         job.finish = now
         job.remaining = 0.0
-        prio: QueuePriority | None = getattr(self, "priority", None)
-        if prio is not None:  # what an online scheduler learns: this job's service, now it is done
-            prio.completed(job.trace.group, job.trace.num_gpus, job.attained)
+        # What an online scheduler learns: this job's service, now that it is done.
+        self.priority.completed(job.trace.group, job.trace.num_gpus, job.attained)
 
     def _preempt(self, job: _Job, now: float) -> None:
         self._release(job, now)
