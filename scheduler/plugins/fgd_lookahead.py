@@ -54,7 +54,7 @@ import numpy as np
 
 from scheduler.frag.arrays import ClusterArrays
 from scheduler.frag.batch import RowChooserMixin, RowScoreMixin
-from scheduler.frag.fragmentation import TargetWorkload, node_fragment, shared_fragment_after
+from scheduler.frag.fragmentation import TargetWorkload
 from scheduler.framework import CycleState, register
 from scheduler.model import GPU_MILLI, Node, TaskRequest
 from scheduler.plugins.balance import balance_terms
@@ -367,14 +367,14 @@ def gap_option_values(wl: TargetWorkload, arrays: ClusterArrays) -> np.ndarray:
     Per GPU, FGD's fragment of a gap g is ``f(g) = g * P(a shape cannot use g)`` (a shape uses g if it
     asks for one GPU of at most g milli). A next task of single-GPU size u <= g, probability q_u
     (summed over the shapes of that size), can land in the gap and leave ``f(g - u)``:
-    ``opt(g) = sum_{u <= g} q_u * min(0, f(g - u) - f(g))``. Memoised on the arrays per workload.
+    ``opt(g) = sum_{u <= g} q_u * min(0, f(g - u) - f(g))``. Memoised per workload.
     """
     return _gap_tables(wl, arrays)[0]
 
 
 def _gap_tables(wl: TargetWorkload, arrays: ClusterArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(opt, f, q) on g = 0..1000: ``gap_option_values``, the per-GPU fragment f and q[u] the
-    probability of single-GPU size u. Memoised on the arrays per workload."""
+    probability of single-GPU size u. Memoised per workload."""
     # They depend on the workload only: memoised per workload across arrays (the simulator builds
     # new arrays for every call). The entry holds the workload, so its id is not reused meanwhile.
     memo = _GAP_TABLES.get(id(wl))
@@ -418,19 +418,15 @@ def fine_scores(
     wl = _workload(state)
     if not task.is_shared or lookahead == 0:
         return fgd_scores(state, task, rows, wl, shared_score=unfloored_sigmoid)
-    arrays: ClusterArrays = state.arrays
-    before = node_fragment(wl, arrays, rows)
-    valid = fitting_gpu_mask(arrays, task, rows)
-    after = shared_fragment_after(wl, arrays, rows, task.gpu_milli, task.cpu_milli, task.memory_mib)
-    opt, f, q = _gap_tables(wl, arrays)
-    g = np.clip(arrays.gpu_free[rows], 0, GPU_MILLI)
+    opt, f, q = _gap_tables(wl, state.arrays)
+    g = np.clip(state.arrays.gpu_free[rows], 0, GPU_MILLI)
     left = np.clip(g - task.gpu_milli, 0, None)
-    # The task placed now is itself the workload's draw of its size: the option its size had on
-    # this gap is used, not lost (without this, an exact fit with a common size scored like a loss).
     change = opt[g] - opt[left] - q[task.gpu_milli] * np.minimum(0.0, f[left] - f[g])
-    per_gpu = np.where(valid, unfloored_sigmoid(before[:, None] - after + lookahead * change), -1.0)
-    best = np.argmax(per_gpu, axis=1)
-    return per_gpu[np.arange(len(rows)), best], np.where(valid.any(axis=1), best, -1)
+
+    def with_lookahead(delta: np.ndarray) -> np.ndarray:
+        return unfloored_sigmoid(delta + lookahead * change)
+
+    return fgd_scores(state, task, rows, wl, shared_score=with_lookahead)
 
 
 @register("fgd_fine")
