@@ -72,7 +72,8 @@ class _Entry:
 
 @dataclass
 class Outcome:
-    """Result of ``PlacementEngine.place``: a placement (not yet committed) or a reason."""
+    """Result of ``PlacementEngine.place``: a placement (not yet committed) or a reason. ``score`` is
+    the winner's total, 0 when ``explain`` is off and only one node was feasible (nothing is scored)."""
 
     placement: Placement | None
     row: int = -1
@@ -109,7 +110,11 @@ class PlacementEngine:
         rows = np.flatnonzero(feasible)
         if rows.size == 0:
             return Outcome(None, reason=self._why_not(task) if self.explain else "no node fits")
-        totals = self._totals(task, key, rows, feasible)
+        if rows.size == 1 and not self.explain:
+            # One feasible node wins whatever it scores; only an explained placement quotes the score.
+            totals = np.zeros(1)
+        else:
+            totals = self._totals(task, key, rows, feasible)
         chooser = self.built.chooser_for(task, self.state.job)
         best = int(np.argmax(totals))
         order: Sequence[int] = (best,)

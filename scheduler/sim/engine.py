@@ -165,6 +165,7 @@ class SimResult:
     wall_s: float
     finished_count: np.ndarray = field(default_factory=lambda: np.zeros(0))
     unpacks_on_idle: int = 0
+    migrations: int = 0
     skipped_offers: int = 0
     deferred_offers: int = 0
 
@@ -251,6 +252,9 @@ class Simulator:
                 f"{too_big[0].job_id} with {too_big[0].num_gpus}; use a bigger cluster spec"
             )
         self.jobs = self._make_jobs(jobs)
+        self.task_owner: dict[str, int] = {
+            t.task_id: j.idx for j in self.jobs if j.request is not None for t in j.request.tasks
+        }
         # Task id -> (job type, request shape): what a resident's part of a slot class is.
         self.task_class: dict[str, tuple[int, tuple[tuple[int, int, int], ...]]] = {
             t.task_id: (j.type_idx, j.shape)
@@ -416,6 +420,7 @@ class Simulator:
         self.skipped_offers = 0
         self.deferred_offers = 0
         self.unpacks = 0
+        self.migrations = 0
         ts: list[float] = []
         alloc: list[float] = []
         useful: list[float] = []
@@ -426,7 +431,7 @@ class Simulator:
         done = 0
         next_round = float("inf")
         next_cycle = float("inf")
-        needs_rounds = self.policy.preemptive or self.policy.introspective
+        needs_rounds = self.policy.preemptive or self.policy.introspective or self.policy.defragment
         dirty_freed = False
         new: list[_Job] = []
         quantum = self.cfg.cycle_s
@@ -497,6 +502,7 @@ class Simulator:
             schedule_calls=self.schedule_calls,
             wall_s=time.perf_counter() - wall0,
             unpacks_on_idle=self.unpacks,
+            migrations=self.migrations,
             skipped_offers=self.skipped_offers,
             deferred_offers=self.deferred_offers,
         )
@@ -920,7 +926,7 @@ class Simulator:
 
     # ------------------------------------------------------------------ rounds
     def _round_useful(self) -> bool:
-        if self.policy.preemptive and self.waiting and self.running:
+        if (self.policy.preemptive or self.policy.defragment) and self.waiting and self.running:
             return True
         # Introspection (unpacking) matters whenever some GPU is shared, queue or not.
         return self.policy.introspective and bool(self.shared_gids)
@@ -949,6 +955,8 @@ class Simulator:
             freed |= self._las_preempt(now)
         if self.policy.unpack_on_idle:
             freed |= self._unpack_on_idle(now)
+        if self.policy.defragment and self.waiting:
+            freed |= self._defragment(now)
         return freed
 
     def _idle_gpus(self) -> int:
@@ -987,6 +995,106 @@ class Simulator:
             self.unpacks += 1
             moved += 1
         return moved > 0
+
+    def _defragment(self, now: float) -> bool:
+        """Migrate jobs so that a waiting whole-GPU job gets the nodes it needs.
+
+        In queue order, each waiting job takes its need from the idle GPUs (as the 2D-LAS pass
+        counts them); the first whole-GPU job whose need the idle GPUs cover by count but that no set
+        of nodes holds (idle GPUs scattered over nodes) gets nodes drained: on each node chosen for
+        one of its tasks, the fewest GPUs of single-node jobs are moved until the task fits, and only
+        if every moved job fits the idle GPUs of the other nodes (best fit). Moved jobs restart (the
+        preemption penalty) and are placed by ``schedule()`` right after the waiting job, which is
+        placed first (a one-job cycle) so the drained nodes go to it.
+        """
+        jobs = self.jobs
+        idle_node = np.add.reduceat((self.free_milli == GPU_MILLI).astype(np.int64), self.offsets[:-1])
+        budget = float(idle_node.sum())
+        fits = _FitCheck(self)
+        for idx in itertools.islice(self._queue_in_order(), self.cfg.window):
+            job = jobs[idx]
+            need = self._waiting_need(job)
+            if need > budget + EPS:
+                return False
+            budget -= need
+            if job.shared or not job.sizes or fits(job):
+                continue
+            plan = self._drain_plan(job, idle_node)
+            if plan is None:
+                continue
+            for m in plan:
+                self._release(jobs[m], now)
+                self._enqueue(jobs[m])
+                self.migrations += 1
+            self._cycle(now, [job])
+            self._cycle(now, [jobs[m] for m in plan])
+            # One drain per round: draining for every blocked job of the window measured the same
+            # (full Philly -1.4 %, the Sept slice +0.8 %, others within 0.2 %).
+            return True
+        return False
+
+    def _drain_plan(self, job: _Job, idle_node: np.ndarray) -> list[int] | None:
+        """Jobs to move so that ``job``'s tasks fit on distinct nodes, or None."""
+        jobs = self.jobs
+        idle = idle_node.copy()
+        chosen: set[int] = set()
+        movers: list[int] = []
+        for g in job.sizes:
+            best: tuple[int, int, list[int]] | None = None
+            for ni in np.flatnonzero(self.node_gpus >= g).tolist():
+                if ni in chosen:
+                    continue
+                short = g - int(idle[ni])
+                if short <= 0:
+                    best = (0, ni, [])
+                    break
+                # Units that free GPUs: a whole-GPU job on this node only frees its GPUs; a shared
+                # GPU frees when all of its tenants move. Jobs spanning nodes stay.
+                units: list[tuple[int, list[int]]] = []
+                seen: set[int] = set()
+                for tid in self.node_running[ni]:
+                    j = self.task_owner[tid]
+                    if j in seen:
+                        continue
+                    seen.add(j)
+                    jb = jobs[j]
+                    if len(jb.placements) == 1 and not jb.shared:
+                        units.append((jb.trace.num_gpus, [j]))
+                for gid in range(self.offsets[ni], self.offsets[ni + 1]):
+                    tenants = self.tenants[gid]
+                    if tenants and all(jobs[t].shared for t in tenants):
+                        units.append((1, sorted(tenants)))
+                cands = sorted(units, key=lambda u: (u[0], u[1]))
+                freed = 0
+                picked: list[int] = []
+                for size, ids in cands:
+                    if freed >= short:
+                        break
+                    freed += size
+                    picked.extend(ids)
+                if freed < short:
+                    continue
+                cost = sum(jobs[j].trace.num_gpus for j in picked) * 1000 + len(picked)
+                if best is None or cost < best[0]:
+                    best = (cost, ni, picked)
+            if best is None:
+                return None
+            _, ni, picked = best
+            chosen.add(ni)
+            movers.extend(picked)
+            idle[ni] = 0  # the task takes the node's freed GPUs (the rest stay out of the fit below)
+        # Every moved job must fit the idle GPUs of the nodes not chosen (best fit, largest first).
+        rest = idle.copy()
+        for ni in chosen:
+            rest[ni] = 0
+        for j in sorted(movers, key=lambda j: -jobs[j].trace.num_gpus):
+            g = jobs[j].trace.num_gpus  # a shared job: one idle GPU of its own (idle first)
+            ok_nodes = np.flatnonzero(rest >= g)
+            if ok_nodes.size == 0:
+                return None
+            best_node = int(ok_nodes[np.argmin(rest[ok_nodes])])
+            rest[best_node] -= g
+        return movers
 
     def _las_preempt(self, now: float) -> bool:
         jobs = self.jobs

@@ -99,6 +99,7 @@ def summarise(result: SimResult) -> dict[str, Any]:
         "preemptions": result.preemptions,
         "schedule_calls": result.schedule_calls,
         "unpacks_on_idle": result.unpacks_on_idle,
+        "migrations": result.migrations,
         "skipped_offers": result.skipped_offers,
         "deferred_offers": result.deferred_offers,
         "wall_s": round(result.wall_s, 3),

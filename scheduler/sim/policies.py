@@ -77,6 +77,9 @@ class Policy:
     # inside a level ("fifo" | "attained" | "gittins"; see scheduler.sim.priority).
     las_thresholds: tuple[float, ...] = LAS_THRESHOLDS_GPU_S
     las_inner: str = "fifo"
+    # Defragment by migration: at each round, a waiting whole-GPU job that idle GPUs would hold by
+    # count but not per node gets nodes drained for it (see Simulator._defragment).
+    defragment: bool = False
 
 
 def ours_profile() -> Profile:
@@ -146,6 +149,7 @@ def make_policy(name: str) -> Policy:
         return Policy(
             name, "las", "half", ours_profile(), preemptive=True, introspective=True, unpack_rule="tolerance",
             unpack_on_idle=True, las_thresholds=OURS_LAS_THRESHOLDS_GPU_S, las_inner="gittins",
+            defragment=True,
             description="platform default profile (interference memoised + pack rule + idle GPU first, "
             "topology), 2D-LAS (levels at 1, 10, 100, 1,000 GPU-h, Gittins index inside), fractional "
             "GPUs only under pressure, unpack co-locations measured beyond tolerance and when idle GPUs "
