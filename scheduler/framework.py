@@ -317,6 +317,7 @@ def schedule(
     data: dict[str, Any] | None = None,
     arrays: Any = None,
     explain: bool = True,
+    annotate: bool = True,
 ) -> Decision:
     """Place ``pending`` jobs, in the given order, onto ``snapshot``; the snapshot is not modified.
 
@@ -325,7 +326,9 @@ def schedule(
     that keep one up to date more cheaply than building it (a batch simulator); ``schedule()`` takes
     it over (the call reserves on it). ``explain=False`` skips the per-node pass that builds a job's
     user-facing reason when a task fits nowhere (``Decision.unschedulable`` then says only "no node
-    fits") and the placements' score lines; the decisions are the same.
+    fits") and the placements' score lines; ``annotate=False`` skips the plugins' annotate hooks
+    (``Placement.predicted_slowdown`` stays None, no topology or interference reason lines). The
+    decisions are the same either way.
     """
     from scheduler.frag.arrays import ClusterArrays
     from scheduler.frag.engine import PlacementEngine
@@ -340,7 +343,7 @@ def schedule(
     elif arrays.n != len(working.nodes):
         raise ValueError(f"arrays has {arrays.n} rows for {len(working.nodes)} snapshot nodes")
     state = CycleState(snapshot=working, data=cycle_data, arrays=arrays)
-    engine = PlacementEngine(built, state, working.nodes, explain=explain)
+    engine = PlacementEngine(built, state, working.nodes, explain=explain, annotate=annotate)
     decision = Decision()
     for job in pending:
         state.job = job

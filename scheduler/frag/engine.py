@@ -88,6 +88,9 @@ class PlacementEngine:
     nodes: Sequence[Node] | None = None
     # Build user-facing reasons for failures (costs a per-node pass; the benchmark turns it off).
     explain: bool = True
+    # Run the plugins' ``annotate`` hooks on each placement (predicted slowdown, reason lines); a
+    # batch caller that reads neither turns it off.
+    annotate: bool = True
     _cache: dict[tuple[int, Hashable], _Entry] = field(default_factory=dict)
     # id(chooser) -> the annotate hooks of a placement made with that chooser (see ``_annotate``).
     _annotators: dict[int, list[Any]] = field(default_factory=dict, init=False, repr=False)
@@ -132,7 +135,8 @@ class PlacementEngine:
                         f"node {arrays.names[row]} scored {float(totals[i]):.1f}/100 "
                         f"by profile {self.built.profile.name}"
                     )
-                self._annotate(task, placement)
+                if self.annotate:
+                    self._annotate(task, placement)
                 return Outcome(placement, row=row, score=float(totals[i]))
             if tried:
                 break

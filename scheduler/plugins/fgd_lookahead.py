@@ -465,5 +465,11 @@ class FgdFineGpus(RowChooserMixin):
             return None
         if task.gpus:
             return tuple(int(i) for i in np.flatnonzero(mask)[:needed])
+        fitting = np.flatnonzero(mask)
+        free = state.arrays.gpu_free[row, fitting]
+        if (free == free[0]).all():
+            # A shared task's score depends on its GPU only through the GPU's free milli-GPU, so
+            # equally free GPUs tie, and ties go to the first (e.g. only idle GPUs admitted).
+            return (int(fitting[0]),)
         best = int(fine_scores(state, task, rows, self.lookahead)[1][0])
         return None if best < 0 else (best,)

@@ -232,6 +232,8 @@ class Simulator:
         # The same as a matrix (one row per node, -1 past its GPUs), rows rewritten with them.
         self.slot_class_mat = np.full((len(self.nodes), self.max_node_gpus), -1, dtype=np.int64)
         self._slot_ids: dict[tuple[object, ...], int] = {}
+        # Residents per GPU slot (one row per node), for ``sim_interference``'s resident counts.
+        self.tenant_count = np.zeros((len(self.nodes), self.max_node_gpus), dtype=np.int64)
         # Slot kind of each partly used GPU (None: recompute; see ``slot_kinds``), and the last
         # ``slot_kinds()`` answer, valid while ``gpu_moves`` (bumped on every start/release of a
         # shared job: whole GPUs go from idle to full and back, never partly used) holds.
@@ -614,7 +616,13 @@ class Simulator:
             data["sim_task_class"] = self.task_class
             data["sim_node_free"] = np.add.reduceat(self.free_milli, self.offsets[:-1])[ids]
             data["sim_slot_class"] = mat[ids, :width]
-        decision = schedule(snapshot, requests, self.built, data=data, arrays=arrays.take(ids), explain=False)
+        taken = arrays.take(ids)
+        if self.uses_interference:
+            # Residents per GPU slot as the call starts, and the row versions they hold for.
+            data["sim_tenant_counts"] = (self.tenant_count[ids, :width], taken.version.copy())
+        decision = schedule(
+            snapshot, requests, self.built, data=data, arrays=taken, explain=False, annotate=False
+        )
         by_job: dict[str, list[Placement]] = {}
         for p in decision.placements:
             by_job.setdefault(p.job_id, []).append(p)
@@ -838,6 +846,7 @@ class Simulator:
                 self.free_mem[gid] -= p.gpu_memory_mib
                 self.alloc_milli += p.gpu_milli
                 self.tenants[gid].append(job.idx)
+                self.tenant_count[ni, gi] += 1
                 self.gpu_kind[gid] = None
                 job.gids.append(gid)
         self.running.add(job.idx)
@@ -896,6 +905,7 @@ class Simulator:
                 self.free_mem[gid] += p.gpu_memory_mib
                 self.alloc_milli -= p.gpu_milli
                 self.tenants[gid].remove(job.idx)
+                self.tenant_count[ni, gi] -= 1
                 self.gpu_kind[gid] = None
                 touched.append(gid)
                 if self.free_milli[gid] == GPU_MILLI:
@@ -1037,16 +1047,22 @@ class Simulator:
         """Jobs to move so that ``job``'s tasks fit on distinct nodes, or None."""
         jobs = self.jobs
         idle = idle_node.copy()
-        chosen: set[int] = set()
         movers: list[int] = []
+        open_ = np.ones(len(self.nodes), dtype=bool)
         for g in job.sizes:
+            eligible = open_ & (self.node_gpus >= g)
+            ready = np.flatnonzero(eligible & (idle >= g))
+            if ready.size:  # a node that holds the task already
+                open_[int(ready[0])] = False
+                idle[int(ready[0])] = 0
+                continue
             best: tuple[int, int, list[int]] | None = None
-            for ni in np.flatnonzero(self.node_gpus >= g).tolist():
-                if ni in chosen:
-                    continue
+            cand = np.flatnonzero(eligible)
+            # Fewest GPUs short first: a node short of s GPUs costs at least s moved GPUs, so the
+            # walk stops once that bound exceeds the best plan found (ties: the lowest node index).
+            for ni in cand[np.argsort(-idle[cand], kind="stable")].tolist():
                 short = g - int(idle[ni])
-                if short <= 0:
-                    best = (0, ni, [])
+                if best is not None and short * 1000 > best[0]:
                     break
                 # Units that free GPUs: a whole-GPU job on this node only frees its GPUs; a shared
                 # GPU frees when all of its tenants move. Jobs spanning nodes stay.
@@ -1075,18 +1091,16 @@ class Simulator:
                 if freed < short:
                     continue
                 cost = sum(jobs[j].trace.num_gpus for j in picked) * 1000 + len(picked)
-                if best is None or cost < best[0]:
+                if best is None or (cost, ni) < best[:2]:
                     best = (cost, ni, picked)
             if best is None:
                 return None
             _, ni, picked = best
-            chosen.add(ni)
+            open_[ni] = False
             movers.extend(picked)
             idle[ni] = 0  # the task takes the node's freed GPUs (the rest stay out of the fit below)
         # Every moved job must fit the idle GPUs of the nodes not chosen (best fit, largest first).
-        rest = idle.copy()
-        for ni in chosen:
-            rest[ni] = 0
+        rest = np.where(open_, idle, 0)
         for j in sorted(movers, key=lambda j: -jobs[j].trace.num_gpus):
             g = jobs[j].trace.num_gpus  # a shared job: one idle GPU of its own (idle first)
             ok_nodes = np.flatnonzero(rest >= g)

@@ -365,6 +365,26 @@ class CachedInterference(InterferenceAware):
         mask: np.ndarray = idle & room[:, None]
         return mask
 
+    def _counts(self, state: CycleState, cycle: dict[str, Any], rows: np.ndarray) -> np.ndarray:
+        """The real plugin's resident counts, started from the simulator's per-slot counts
+        (``CycleState.data["sim_tenant_counts"]``: counts and the row versions they hold for) instead
+        of walking every offered node; rows the call changed since are recounted as before."""
+        given = state.data.get("sim_tenant_counts")
+        arrays = state.arrays
+        if given is not None and arrays is not None and cycle["counts"] is None:
+            counts, versions = given
+            if counts.shape[0] == arrays.n and counts.shape[1] <= arrays.gpu_free.shape[1]:
+                full = np.zeros(arrays.gpu_free.shape, dtype=np.int64)
+                full[:, : counts.shape[1]] = counts
+                cycle["counts"] = full
+                cycle["stamp"] = np.asarray(versions, dtype=np.int64).copy()
+                cycle["max_count"] = 0
+        out = super()._counts(state, cycle, rows)
+        if given is not None and rows.size:
+            # As the real plugin keeps it: the most residents seen on the rows asked about so far.
+            cycle["max_count"] = max(cycle["max_count"], int(out[rows].max()))
+        return out
+
     def _idle_somewhere(self, state: CycleState, task: TaskRequest) -> bool:
         """Some node could take this shared task on an idle GPU (no pressure to pack)."""
         if not (self.idle_first and task.is_shared) or state.arrays is None:
@@ -550,6 +570,11 @@ class CachedInterference(InterferenceAware):
         return ok
 
     def admitted_gpus_row(self, state: CycleState, task: TaskRequest, row: int) -> np.ndarray | None:
+        if task.is_shared:
+            # Every path of the real plugin starts by entering the job's tasks in the call's
+            # profiles; so must the idle-GPU one, or a later job of the same call would see this
+            # task, once placed, as a resident of unknown type (the annotation used to do it).
+            self._cycle(state)
         if self._idle_somewhere(state, task):
             mask: np.ndarray = self._idle_all(state, task)[row].copy()
             return mask

@@ -1,4 +1,5 @@
-"""``schedule()``'s options for batch callers (the simulator): ``explain=False`` and ``arrays=``.
+"""``schedule()``'s options for batch callers (the simulator): ``explain=False``, ``annotate=False``
+and ``arrays=``.
 
 Both must leave every decision as the default call makes it: the scenarios of
 ``test_scheduling_scenarios`` are replayed with each option and compared placement by placement.
@@ -33,9 +34,15 @@ def test_no_explanations_and_given_arrays_decide_the_same(scenario: Scenario) ->
     given = schedule(
         snapshot, scenario.pending, profile, data=scenario.data, arrays=ClusterArrays.from_snapshot(snapshot)
     )
-    for got in (quiet, given):
+    bare = schedule(snapshot, scenario.pending, profile, data=scenario.data, explain=False, annotate=False)
+    for got in (quiet, given, bare):
         assert _placements(got) == _placements(want)
         assert set(got.unschedulable) == set(want.unschedulable)
+    # Without annotations no plugin wrote a prediction (with them, shared placements carry one).
+    assert all(p.predicted_slowdown is None and p.reason == "" for p in bare.placements)
+    annotated = [p for p in quiet.placements if p.predicted_slowdown is not None]
+    if scenario.profile == "default" and any(t.is_shared for j in scenario.pending for t in j.tasks):
+        assert annotated
     assert given.unschedulable == want.unschedulable
     for job_id, reason in want.unschedulable.items():
         if reason.startswith("0/"):  # the per-node explanation: skipped, a generic reason instead

@@ -4,6 +4,7 @@ and unpacking co-locations whose measured progress is below tolerance. Hand-comp
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -160,3 +161,35 @@ def test_a_refused_slot_kind_keeps_later_jobs_of_the_class_out_of_schedule_calls
     result = run(jobs, cluster(), _interference_policy(1.8), two_type_perf(0.8, 0.8))
     assert list(result.finish) == pytest.approx([100.0, 200.0, 300.0])
     assert result.schedule_calls == 3
+
+
+def test_a_job_placed_earlier_in_the_same_call_is_predicted_with_its_own_profile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One GPU. a and b arrive together and are offered in one schedule() call (which runs without
+    # annotations). a takes the idle GPU; b meets no idle GPU, so (b | a) is predicted. a was placed by
+    # this very call: it must be known by its job type, not as an anonymous half-GPU resident.
+    queries: list[SetQuery] = []
+
+    def fake(model: object, batch: Sequence[SetQuery]) -> list[SetPrediction]:
+        queries.extend(batch)
+        return [
+            SetPrediction(np.full(len(q.profiles), 1.25), np.full(len(q.profiles), 1.25), 1.0, "model")
+            for q in batch
+        ]
+
+    monkeypatch.setattr(placement, "predict_sets", fake)
+    jobs = [TraceJob("a", 0.0, 100.0, 1, family="ResNet-18"), TraceJob("b", 0.0, 100.0, 1, family="LM")]
+    perf = two_type_perf(0.8, 0.8)
+    # A GPU chooser other than the plugin's own (as ours' profile has: topology, then FGD).
+    pol = _interference_policy(1.0)
+    pol = Policy(
+        name=pol.name, order="fifo", share="half", profile=replace(pol.profile, gpu_chooser="first_fit_gpus")
+    )
+    result = run(jobs, cluster(gpus=1), pol, perf)
+    assert result.schedule_calls == 1
+    assert len(queries) == 1
+    newcomer, resident = queries[0].profiles
+    assert newcomer["job_type"] == "LM (batch size 20)"
+    assert resident["job_type"] == "ResNet-18 (batch size 32)"
+    assert list(result.finish) == pytest.approx([125.0, 125.0])  # packed at y = 0.8 each
