@@ -264,14 +264,25 @@ def cpu_pressure(state: CycleState, step: float = 0.02) -> float:
     95 % cut drops rare GPU shapes, which biases it up, hence the cluster's own figure once there is one).
     """
     arrays: ClusterArrays = state.arrays
+    # Asked for every placement (the strand guard's cache token): memoised until a row changes
+    # (every write bumps a row's version, so the sum of versions only grows) or the workload does.
+    wl = _workload(state)
+    key = (int(arrays.version.sum()), id(wl), wl.version, step)
+    memo = arrays.memo.get("cpu_pressure")
+    if memo is not None and memo[0] == key and memo[1] is wl:
+        hit: float = memo[2]
+        return hit
     gpu_nodes = arrays.gpu_count > 0
     cap_gpu = float(arrays.gpu_count.sum()) * GPU_MILLI
     cap_cpu = float(arrays.cpu_cap[gpu_nodes].sum())
     used_gpu = cap_gpu - float(arrays.gpu_free[arrays.gpu_exists].sum())
     if cap_cpu <= 0 or used_gpu <= 0 or used_gpu < PRESSURE_MIN_USED * cap_gpu:
-        return _shape_cpu_pressure(state)
-    used_cpu = float((arrays.cpu_cap[gpu_nodes] - arrays.cpu_free[gpu_nodes]).sum())
-    return round(used_cpu / used_gpu * cap_gpu / cap_cpu / step) * step
+        value = _shape_cpu_pressure(state)
+    else:
+        used_cpu = float((arrays.cpu_cap[gpu_nodes] - arrays.cpu_free[gpu_nodes]).sum())
+        value = round(used_cpu / used_gpu * cap_gpu / cap_cpu / step) * step
+    arrays.memo["cpu_pressure"] = (key, wl, value)
+    return value
 
 
 @register("strand_guard")
