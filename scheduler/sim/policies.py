@@ -11,7 +11,9 @@
 | ours       | 2D-LAS with 4 levels (1, 10, 100,   | half GPU if it fits; packed | default, ``sim_interference``  |
 |            | 1,000 GPU-h), online Gittins index  | only when no idle GPU fits  | (expected-slowdown admission)  |
 |            | in a level, preemptive; unpacks slow|                             |                                |
-|            | and, with idle GPUs left, packed    |                             |                                |
+|            | and, with idle GPUs left, packed;   |                             |                                |
+|            | migrates to drain nodes for a       |                             |                                |
+|            | waiting multi-GPU job               |                             |                                |
 
 Sharing rules (the job type's estimated memory footprint ``mem``, GPU memory ``M``):
 - *half* (ours, Gandiva): a 1-GPU job with ``mem + CONTEXT_MIB <= M / 2`` asks for

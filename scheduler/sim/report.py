@@ -15,9 +15,9 @@ def table(report: dict[str, Any]) -> str:
         f"**{Path(str(trace)).name}** on `{cluster['name']}` ({cluster['total_gpus']} GPUs), {report['jobs']} jobs",
         "",
         "| policy | avg JCT h | median h | p95 h | p99 h | avg queue h | makespan d | alloc util | useful util "
-        "| useful (contended) | alloc (arrivals) | useful (arrivals) | >tolerance | preempt | jobs/CPU-s "
+        "| useful (contended) | alloc (arrivals) | useful (arrivals) | >tolerance | preempt | migrate | jobs/CPU-s "
         "| avg JCT / k8s | useful (arrivals) / k8s |",
-        "|---|" + "---|" * 16,
+        "|---|" + "---|" * 17,
     ]
     ratios = report.get("ratios_vs_k8s", {})
     for name, s in report["policies"].items():
@@ -27,7 +27,8 @@ def table(report: dict[str, Any]) -> str:
             f"| {s['p99_jct_s'] / 3600:.1f} | {s['avg_queueing_s'] / 3600:.2f} | {s['makespan_s'] / 86400:.1f} "
             f"| {s['gpu_alloc_util']:.3f} | {s['useful_util']:.3f} | {s['useful_util_contended']:.3f} "
             f"| {s.get('gpu_alloc_util_arrivals', float('nan')):.3f} | {s.get('useful_util_arrivals', float('nan')):.3f} "
-            f"| {s['tolerance_violations']:.0f} | {s['preemptions']:.0f} | {s.get('jobs_per_cpu_s') or 0:.0f} "
+            f"| {s['tolerance_violations']:.0f} | {s['preemptions']:.0f} | {s.get('migrations', 0):.0f} "
+            f"| {s.get('jobs_per_cpu_s') or 0:.0f} "
             f"| {r.get('avg_jct', float('nan')):.2f} | {r.get('useful_util_arrivals', float('nan')):.2f} |"
         )
     lines += ["", vs_best_other(report)]
