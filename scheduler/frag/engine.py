@@ -265,7 +265,9 @@ class PlacementEngine:
         if entry is None or entry.token != token:
             entry = _Entry(token, np.zeros(arrays.n), np.full(arrays.n, -1, dtype=np.int64))
             self._cache[(slot, key)] = entry
-        stale = np.flatnonzero((entry.stamp != arrays.version) & need)
+            stale = np.flatnonzero(need)  # (versions are >= 0: nothing is fresh in a new entry)
+        else:
+            stale = np.flatnonzero((entry.stamp != arrays.version) & need)
         if stale.size:
             entry.values[stale] = getattr(plugin, method)(self.state, task, stale)
             entry.stamp[stale] = arrays.version[stale]

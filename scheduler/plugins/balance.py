@@ -29,9 +29,10 @@ from scheduler.model import GPU_MILLI, TaskRequest
 
 
 def balance_terms(
-    arrays: ClusterArrays, task: TaskRequest, rows: np.ndarray
+    arrays: ClusterArrays, task: TaskRequest, rows: np.ndarray, similarity: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(imbalance after placement, cosine similarity of request and current usage) per row."""
+    """(imbalance after placement, cosine similarity of request and current usage) per row; the
+    similarity is zeros when not asked for (``balance_yield`` uses only the imbalance)."""
     cpu_cap = np.maximum(arrays.cpu_cap[rows], 1).astype(float)
     mem_cap = np.maximum(arrays.mem_cap[rows], 1).astype(float)
     gpu_cap = np.maximum(arrays.gpu_count[rows] * GPU_MILLI, 1).astype(float)
@@ -53,9 +54,11 @@ def balance_terms(
     )
     after = used + req
     imbalance = np.where(has_gpu, after.std(axis=0), after[:2].std(axis=0))
+    if not similarity:
+        return imbalance, np.zeros(len(rows))
     norms = np.linalg.norm(used, axis=0) * np.linalg.norm(req, axis=0)
-    similarity = np.divide((used * req).sum(axis=0), norms, out=np.zeros(len(rows)), where=norms > 0)
-    return imbalance, similarity
+    cosine = np.divide((used * req).sum(axis=0), norms, out=np.zeros(len(rows)), where=norms > 0)
+    return imbalance, cosine
 
 
 @register("balance")

@@ -216,13 +216,14 @@ class Simulator:
         self._workload: TargetWorkload | None = None
         self._workload_at = 0
         self._best_links: dict[tuple[int, int], str | None] = {}
-        self.node_sig: list[tuple[object, ...] | None] = [None] * len(self.nodes)
+        # The interned id of each node's signature (-1: recompute), for ``_candidate_nodes``.
+        self.sig_id = np.full(len(self.nodes), -1, dtype=np.int64)
         self._sig_ids: dict[tuple[object, ...], int] = {}
         # What ``sim_interference``'s verdicts on a node depend on (see ``_verdict_key``), cached
-        # like ``node_sig`` (reset when the node changes).
+        # like ``sig_id`` (reset when the node changes).
         self.node_vkey: list[tuple[object, ...] | None] = [None] * len(self.nodes)
         # Per node, a working copy for ``schedule()`` made when the node last changed (see
-        # ``_SimSnapshot``), reset with ``node_sig``.
+        # ``_SimSnapshot``), reset with ``sig_id``.
         self.node_clone: list[Node | None] = [None] * len(self.nodes)
         # The whole cluster as ``ClusterArrays``; a row is rewritten when its node's copy is remade
         # (``_offer``), and each ``schedule()`` call gets the offered rows (``ClusterArrays.take``).
@@ -725,24 +726,28 @@ class Simulator:
         """
         free_per_node = np.add.reduceat(self.free_milli, self.offsets[:-1])
         ids = np.flatnonzero(free_per_node > 0)
-        nodes: list[Node] = []
+        sig = self.sig_id
+        for i in ids[sig[ids] < 0].tolist():
+            # Interned: equal signatures get one small id (hashed here once per node change).
+            interned = self._sig_ids
+            sig[i] = interned.setdefault(self._signature(i), len(interned))
+        group = sig[ids]
+        if tasks == 1:
+            first = np.unique(group, return_index=True)[1]
+            chosen = ids[np.sort(first)]
+        else:
+            # The first ``tasks`` nodes of each signature, in cluster order.
+            order = np.argsort(group, kind="stable")
+            grouped = group[order]
+            starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+            rank = np.arange(order.size) - np.repeat(starts, np.diff(np.r_[starts, order.size]))
+            chosen = ids[np.sort(order[rank < tasks])]
+        offered: list[int] = chosen.tolist()
+        nodes = [self.nodes[i] for i in offered]
         running: list[Placement] = []
-        offered: list[int] = []
-        taken: dict[tuple[object, ...], int] = {}
-        sigs = self.node_sig
-        for i in ids.tolist():
-            sig = sigs[i]
-            if sig is None:
-                # Interned: equal signatures get one small id (hashed here on every call).
-                ids_ = self._sig_ids
-                sig = sigs[i] = (ids_.setdefault(self._signature(i), len(ids_)),)
-            count = taken.get(sig, 0)
-            if count >= tasks:
-                continue
-            taken[sig] = count + 1
-            nodes.append(self.nodes[i])
-            offered.append(i)
-            running.extend(self.node_running[i].values())
+        node_running = self.node_running
+        for i in offered:
+            running.extend(node_running[i].values())
         return nodes, running, offered
 
     def _signature(self, i: int) -> tuple[object, ...]:
@@ -833,7 +838,7 @@ class Simulator:
         for p in placed:
             ni = self.node_by_name[p.node]
             nodes_used.add(ni)
-            self.node_sig[ni] = None
+            self.sig_id[ni] = -1
             self.node_vkey[ni] = None
             self.node_classes[ni] = None
             self.node_clone[ni] = None
@@ -892,7 +897,7 @@ class Simulator:
             self.gpu_moves += 1
         for p in job.placements:
             ni = self.node_by_name[p.node]
-            self.node_sig[ni] = None
+            self.sig_id[ni] = -1
             self.node_vkey[ni] = None
             self.node_classes[ni] = None
             self.node_clone[ni] = None
