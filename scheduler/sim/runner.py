@@ -125,6 +125,7 @@ MEAN_KEYS = (
     "useful_util_arrivals",
     "tolerance_violations",
     "preemptions",
+    "migrations",
     "jobs_per_s",
     "jobs_per_cpu_s",
 )
