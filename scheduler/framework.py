@@ -91,8 +91,15 @@ class CycleState:
     # NumPy view of ``snapshot.nodes`` (a ``scheduler.frag.arrays.ClusterArrays``), kept in step by
     # the engine; None outside a scheduling cycle.
     arrays: Any = None
-    # Randomness for plugins that need it (Random baseline); seeded so that cycles are reproducible.
-    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    # Randomness for plugins that need it (Random baseline), as ``rng``: seeded so that cycles are
+    # reproducible, and made on first use (a generator costs more to make than most cycles' work).
+    seeded_rng: np.random.Generator | None = None
+
+    @property
+    def rng(self) -> np.random.Generator:
+        if self.seeded_rng is None:
+            self.seeded_rng = np.random.default_rng(0)
+        return self.seeded_rng
 
 
 @runtime_checkable

@@ -19,7 +19,7 @@ def one_node_state(state: CycleState, node: Node) -> CycleState:
         job=state.job,
         data=state.data,
         arrays=ClusterArrays.from_nodes([node], running),
-        rng=state.rng,
+        seeded_rng=state.rng,
     )
 
 

@@ -113,7 +113,7 @@ def run_policy(
         snapshot=ClusterSnapshot(nodes=cluster),
         data={"target_workload": target},
         arrays=arrays,
-        rng=np.random.default_rng([seed, 1]),
+        seeded_rng=np.random.default_rng([seed, 1]),
     )
     profile = get_profile(policy) if isinstance(policy, str) else policy
     engine = PlacementEngine(profile.build(), state, cluster, explain=False)

@@ -45,7 +45,7 @@ def state_for(nodes: list[Node], tasks: list[TaskRequest]) -> CycleState:
         snapshot=ClusterSnapshot(nodes=nodes),
         data={"target_workload": TargetWorkload.from_tasks(tasks)},
         arrays=ClusterArrays.from_nodes(nodes),
-        rng=np.random.default_rng(0),
+        seeded_rng=np.random.default_rng(0),
     )
 
 

@@ -41,7 +41,7 @@ def state_for(nodes: list[Node], data: dict[str, object] | None = None) -> Cycle
         snapshot=ClusterSnapshot(nodes=nodes),
         data={"target_workload": workload, **(data or {})},
         arrays=ClusterArrays.from_nodes(nodes),
-        rng=np.random.default_rng(0),
+        seeded_rng=np.random.default_rng(0),
     )
 
 
