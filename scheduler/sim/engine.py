@@ -216,6 +216,7 @@ class Simulator:
         self._workload: TargetWorkload | None = None
         self._workload_at = 0
         self._best_links: dict[tuple[int, int], str | None] = {}
+        self._bottleneck: dict[tuple[int, tuple[int, ...]], str | None] = {}
         # The interned id of each node's signature (-1: recompute), for ``_candidate_nodes``.
         self.sig_id = np.full(len(self.nodes), -1, dtype=np.int64)
         self._sig_ids: dict[tuple[object, ...], int] = {}
@@ -868,7 +869,11 @@ class Simulator:
             else:
                 ni = next(iter(nodes_used))
                 gpus = [gi for p in placed for gi in p.gpu_indices]
-                link = bottleneck_link(self.links[ni], gpus)
+                links = self.links[ni]
+                key = (id(links), tuple(gpus))  # (the link tables live as long as the run)
+                link = self._bottleneck.get(key, "")
+                if link == "":
+                    link = self._bottleneck[key] = bottleneck_link(links, gpus)
             comm_fraction = self.perf.job_types[job.type_idx].comm_fraction
             ref = self._best_link(self.node_group[min(nodes_used)], job.trace.num_gpus)
             rate = comm_rate(comm_fraction, link) / comm_rate(comm_fraction, ref)
@@ -1293,6 +1298,14 @@ class _Room:
         if sizes:
             if sizes in self._none:
                 return False
+            if len(sizes) == 1:  # (one task: nothing to undo if it does not fit)
+                g = sizes[0]
+                ok = np.flatnonzero(self.idle >= g)
+                if ok.size == 0:
+                    self._none.add(sizes)
+                    return False
+                self.idle[int(ok[np.argmin(self.idle[ok])])] -= g
+                return True
             idle = self.idle.copy()
             for g in sizes:
                 ok = np.flatnonzero(idle >= g)
