@@ -1028,9 +1028,9 @@ class Simulator:
         placed first (a one-job cycle) so the drained nodes go to it.
         """
         jobs = self.jobs
-        idle_node = np.add.reduceat((self.free_milli == GPU_MILLI).astype(np.int64), self.offsets[:-1])
-        budget = float(idle_node.sum())
         fits = _FitCheck(self)
+        idle_node = fits._idle()  # idle GPUs per node (read only: the plan works on a copy)
+        budget = float(idle_node.sum())
         for idx in itertools.islice(self._queue_in_order(), self.cfg.window):
             job = jobs[idx]
             need = self._waiting_need(job)
