@@ -108,6 +108,16 @@ class JobRequest:
     profile: dict[str, float | str] = field(default_factory=dict)
     # Free-form hints, e.g. {"model_family": "resnet"} or {"min_driver": "535"}.
     hints: dict[str, str] = field(default_factory=dict)
+    # Policy inputs (scheduler.policy): GPU-seconds run over all earlier runs, whether and when the job
+    # may be preempted, and whether a 1-GPU job may be packed onto a share of a GPU.
+    attained_gpu_s: float = 0.0
+    preemptible: bool = True
+    min_runtime_s: float = 0.0
+    allow_sharing: bool = False
+    # Queue class for service-history statistics (Gittins index): trace group, or image name.
+    group: str = ""
+    # Expected run time (s) when known: the oracle of SJF in the simulator, max_runtime on the platform.
+    expected_duration_s: float | None = None
 
 
 @dataclass
@@ -193,6 +203,35 @@ def _copy_gpu(gpu: Gpu) -> Gpu:
     return clone
 
 
+@dataclass(frozen=True)
+class Eviction:
+    """A running job to preempt (a gang is always evicted whole).
+
+    ``rule`` names the policy rule that chose it (``scheduler.policy`` documents each one, e.g.
+    ``las-level``, ``priority``, ``unpack``, ``unpack-idle``, ``reclaim``); ``preemptor`` is the waiting
+    job whose need caused it, or "" when no single job did (unpacking a slow co-location)."""
+
+    job_id: str
+    rule: str
+    preemptor: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Migration:
+    """A running job moved: preempted, and placed again in the same cycle on ``to``.
+
+    ``to`` is empty when the policy frees the job's GPUs for ``preemptor`` and leaves the new place to
+    the next placement pass of the same cycle (the job is then also in ``Decision.placements``)."""
+
+    job_id: str
+    from_nodes: tuple[str, ...]
+    rule: str = "drain"
+    preemptor: str = ""
+    reason: str = ""
+    to: tuple[Placement, ...] = ()
+
+
 @dataclass
 class Decision:
     """The outcome of one scheduling cycle."""
@@ -200,8 +239,14 @@ class Decision:
     placements: list[Placement] = field(default_factory=list)
     # job_id -> user-facing reason why it was not placed this cycle.
     unschedulable: dict[str, str] = field(default_factory=dict)
-    # task ids of running tasks to preempt so that higher-priority work can run.
-    evictions: list[str] = field(default_factory=list)
+    # Running jobs to preempt before the placements are applied.
+    evictions: list[Eviction] = field(default_factory=list)
+    # Running jobs to move (preempt, then place again this cycle).
+    migrations: list[Migration] = field(default_factory=list)
+    # job_id -> 1-based position in the cluster queue of every job still waiting after this cycle.
+    positions: dict[str, int] = field(default_factory=dict)
+    # The rule that ordered the queue, for users ("2D-LAS with the Gittins index", "FIFO", ...).
+    queue_order: str = ""
 
     def placements_for(self, job_id: str) -> list[Placement]:
         return [p for p in self.placements if p.job_id == job_id]
