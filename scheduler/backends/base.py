@@ -8,6 +8,13 @@ Contract:
 - ``task_statuses(job_id=None)`` reports the current phase of every task the backend knows.
 - ``delete_job(job_id)`` stops and forgets all tasks of a job (cancel); idempotent.
 - ``logs(job_id, task_id)`` returns the task's captured output so far.
+- ``preempt_job(job_id, grace_seconds)`` asks every task of a job to stop so that it can run again
+  later (DESIGN.md §5b): SIGTERM (or the backend's equivalent), ``grace_seconds`` to write a
+  checkpoint, then SIGKILL. It returns without waiting. The tasks then report a finished phase
+  (FAILED, no failure category) with a message starting ``preempted``; they stay listed by
+  ``task_statuses`` until ``delete_job``, and their GPUs count as used until they are really gone.
+  The job's checkpoint folder survives, and the next bind of the same task (``resume=True``) starts
+  a new run with the same ``CHECKPOINT_DIR``. Idempotent; a job with no live task is a no-op.
 Transient faults raise ``TransientBackendError`` (callers retry with backoff); configuration or
 permanent faults raise ``PermanentBackendError`` with a message a person can act on. A bind whose
 placement conflicts with the backend's current state (a stale decision) raises
@@ -39,6 +46,11 @@ class PlacementConflictError(PermanentBackendError):
     """The placement conflicts with what the backend already holds: its GPUs are taken, the node is
     gone, or the same task already runs somewhere else. The decision went stale: the caller re-plans
     the job (back to the queue) instead of retrying the same bind or failing the job."""
+
+
+# The message of a preempted task starts with this (the platform's sync tells preemption from failure
+# by it).
+PREEMPTED_PREFIX = "preempted"
 
 
 class TaskPhase(enum.StrEnum):
@@ -73,6 +85,14 @@ class TaskSpec:
     # Which run of the job this is: 0 the first, n the n-th retry after a platform failure. Task ids
     # stay the same across retries (the platform deletes the previous run before binding again).
     attempt: int = 0
+    # Checkpoint contract (DESIGN.md §5b). Every task gets CHECKPOINT_DIR, a folder kept across the
+    # job's runs; empty here means "the backend's own per-job folder" (the usual case). ``resume`` is
+    # True on every run after the job's first (preempted, migrated or retried): the task gets RESUME=1.
+    # ``grace_seconds`` is what the job gets between SIGTERM and SIGKILL when it is preempted or
+    # stopped (PREEMPTION_GRACE_SECONDS in its environment).
+    checkpoint_dir: str = ""
+    resume: bool = False
+    grace_seconds: float = 30.0
 
 
 @dataclass
@@ -103,3 +123,5 @@ class ClusterBackend(Protocol):
     def delete_job(self, job_id: str) -> None: ...
 
     def logs(self, job_id: str, task_id: str) -> str: ...
+
+    def preempt_job(self, job_id: str, grace_seconds: float) -> None: ...
