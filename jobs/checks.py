@@ -24,6 +24,32 @@ def check_scheduler_profile(app_configs: Any = None, **kwargs: Any) -> list[Chec
     return []
 
 
+@register(Tags.compatibility, deploy=False)
+def check_scheduler_policy(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """SCHEDULER_POLICY must name a policy of scheduler.policy; the grace period must be sane."""
+    from jobs.specs import MAX_PREEMPTION_GRACE_SECONDS
+    from scheduler.policy import POLICY_NAMES
+
+    errors: list[CheckMessage] = []
+    if settings.SCHEDULER_POLICY not in POLICY_NAMES:
+        errors.append(
+            Error(
+                f"unknown SCHEDULER_POLICY {settings.SCHEDULER_POLICY!r}",
+                hint=f"Use one of: {', '.join(POLICY_NAMES)}.",
+                id="jobs.E030",
+            )
+        )
+    grace = settings.PREEMPTION_GRACE_SECONDS
+    if not 0 <= grace <= MAX_PREEMPTION_GRACE_SECONDS:
+        errors.append(
+            Error(
+                f"PREEMPTION_GRACE_SECONDS must be between 0 and {MAX_PREEMPTION_GRACE_SECONDS}, got {grace}",
+                id="jobs.E031",
+            )
+        )
+    return errors
+
+
 @register(Tags.compatibility)
 def check_cluster_backend(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """CLUSTER_BACKEND must be known, and the simulated backend needs a sane time scale and cluster."""

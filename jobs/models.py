@@ -36,13 +36,43 @@ class Job(models.Model):
     slowdown_tolerance = models.FloatField(default=1.5)
     # Simulated backend: how long the job "runs", in simulated seconds.
     sim_duration_seconds = models.FloatField(null=True, blank=True)
+    # Preemption (DESIGN.md §5b): whether the policy may stop the job for another one, and not before
+    # its current run is this old; SIGTERM -> grace -> SIGKILL (None = settings.PREEMPTION_GRACE_SECONDS).
+    preemptible = models.BooleanField(default=True)
+    min_runtime_seconds = models.PositiveIntegerField(default=0)
+    preemption_grace_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # A 1-GPU job that may be packed onto a share of a GPU when the model predicts it stays within
+    # slowdown_tolerance.
+    allow_sharing = models.BooleanField(default=False)
     status = models.CharField(
         max_length=12, choices=STATUS_CHOICES, default=JobStatus.DRAFT.value, db_index=True
     )
     pending_reason = models.CharField(max_length=500, blank=True)
+    # 1-based place in the cluster queue after the last scheduling cycle, in the policy's order (None
+    # when not waiting).
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
     failure_category = models.CharField(max_length=10, choices=FAILURE_CHOICES, blank=True)
     failure_message = models.TextField(blank=True)
     retries = models.PositiveIntegerField(default=0)
+    # Kept across runs (written by jobs.services.job_transition at the end of each run).
+    preemptions = models.PositiveIntegerField(default=0)
+    migrations = models.PositiveIntegerField(default=0)
+    attained_gpu_seconds = models.FloatField(
+        default=0.0, help_text="GPU-seconds over all finished runs (a shared GPU counts as one, as in 2D-LAS)"
+    )
+    time_lost_seconds = models.FloatField(
+        default=0.0, help_text="Grace periods waited when preempted, plus the restarts that followed"
+    )
+    # The current run: when it started RUNNING (None between runs); when it was asked to stop for
+    # another job, by which rule and for which job (cleared when the next run starts).
+    run_started_at = models.DateTimeField(null=True, blank=True)
+    preempted_at = models.DateTimeField(null=True, blank=True)
+    preemption_rule = models.CharField(max_length=40, blank=True)
+    preempted_for = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # A migration's planned target (Placement.to_dict() per task), tried first once the job is QUEUED.
+    planned_placement = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -128,6 +128,30 @@ class JobCreateInput(StrictInputMixin, serializers.Serializer):
         default=None,
         help_text="Simulated backend only: how long the job runs, in simulated seconds.",
     )
+    preemptible = serializers.BooleanField(
+        required=False, default=True, help_text="Whether the scheduler may stop the job for another one."
+    )
+    min_runtime_seconds = serializers.IntegerField(
+        min_value=0,
+        max_value=specs.MAX_MIN_RUNTIME_SECONDS,
+        required=False,
+        default=0,
+        help_text="Each run may not be preempted before it is this old.",
+    )
+    allow_sharing = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="A one-GPU job (gpus: 1) that may be packed onto a share of a GPU when the model "
+        "predicts it stays within slowdown_tolerance.",
+    )
+    preemption_grace_seconds = serializers.IntegerField(
+        min_value=0,
+        max_value=specs.MAX_PREEMPTION_GRACE_SECONDS,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Seconds between SIGTERM and SIGKILL when preempted; null = the platform default.",
+    )
 
 
 class TaskOutput(serializers.ModelSerializer):

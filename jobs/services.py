@@ -14,8 +14,9 @@ from images.models import JobImage
 from jobs.models import Job, JobEvent
 from jobs.selectors import resolve_image
 from jobs.specs import JobSpec, gpu_milli_per_replica, validate_job_spec
-from jobs.states import HOLDS_QUOTA, JobStatus, is_legal
-from quotas.services import quota_release, quota_reserve
+from jobs.states import HOLDS_QUOTA, RUNS, JobStatus, is_legal
+from quotas.selectors import run_gpu_hours
+from quotas.services import quota_release, quota_reserve, usage_record_run
 
 logger = logging.getLogger(__name__)
 audit = logging.getLogger("audit")
@@ -29,7 +30,12 @@ class IllegalTransition(Exception):
 
 
 def _gpu_hours_used(job: Job) -> float:
-    """GPU-hours a job consumed: its GPUs times the time it ran (queue time uses no GPU)."""
+    """GPU-hours a job consumed: its GPU share times the time its runs ran (queue time, also between
+    runs of a preempted or retried job, uses no GPU). Jobs without run rows in the ledger (they ran
+    before it existed) count from their first start to their end."""
+    from_runs = run_gpu_hours(job_id=job.pk)
+    if from_runs is not None:
+        return from_runs
     if job.started_at is None:
         return 0.0
     end = job.finished_at or timezone.now()
@@ -70,12 +76,16 @@ def job_transition(
     if to is JobStatus.RUNNING and locked.started_at is None:
         locked.started_at = now
         fields.append("started_at")
+    fields += _account_runs(locked, source, to, now)
     if to in (JobStatus.QUEUED, JobStatus.REQUEUED):
         locked.pending_reason = reason
         fields.append("pending_reason")
     elif to is not JobStatus.QUEUED and locked.pending_reason:
         locked.pending_reason = ""
         fields.append("pending_reason")
+    if to is not JobStatus.QUEUED and locked.queue_position is not None:
+        locked.queue_position = None
+        fields.append("queue_position")
     if to is JobStatus.FAILED:
         locked.failure_category = failure_category or "PLATFORM"
         locked.failure_message = reason
@@ -91,6 +101,49 @@ def job_transition(
         quota_release(job_id=locked.pk, gpu_hours=_gpu_hours_used(locked))
     job.refresh_from_db()
     return True
+
+
+def _account_runs(job: Job, source: JobStatus, to: JobStatus, now: Any) -> list[str]:
+    """Run bookkeeping of one transition of the locked ``job``; returns the fields it changed.
+
+    A run starts when the job becomes RUNNING and ends when it leaves the states whose processes hold
+    GPUs (RUNNING, PREEMPTING, STOPPING): the run goes to the ledger (quotas.RunUsage) and its GPU-
+    seconds to ``attained_gpu_seconds``. Time lost to a preemption is what the platform can measure:
+    the grace period actually waited (PREEMPTING until the tasks stopped) plus the restart of the next
+    run (its ADMITTED until RUNNING); work since the job's last checkpoint is unknowable here.
+    """
+    changed: list[str] = []
+    if to is JobStatus.RUNNING and source not in RUNS:
+        if job.preempted_at is not None:
+            admitted = (
+                JobEvent.objects.filter(job=job, to_status=JobStatus.ADMITTED.value)
+                .order_by("-created_at", "-id")
+                .values_list("created_at", flat=True)
+                .first()
+            )
+            if admitted is not None and admitted >= job.preempted_at:
+                job.time_lost_seconds += max(0.0, (now - admitted).total_seconds())
+                changed.append("time_lost_seconds")
+            job.preempted_at = None
+            job.preempted_for = None
+            changed += ["preempted_at", "preempted_for"]
+        job.run_started_at = now
+        changed.append("run_started_at")
+    if to is JobStatus.PREEMPTING:
+        job.preempted_at = now
+        changed.append("preempted_at")
+    if source is JobStatus.PREEMPTING and job.preempted_at is not None:
+        job.time_lost_seconds += max(0.0, (now - job.preempted_at).total_seconds())
+        changed.append("time_lost_seconds")
+        if to is not JobStatus.REQUEUED:  # it ended (or was cancelled): no restart will follow
+            job.preempted_at = None
+            changed.append("preempted_at")
+    if source in RUNS and to not in RUNS and job.run_started_at is not None:
+        run = usage_record_run(job=job, started_at=job.run_started_at, ended_at=now, ended_as=to.value)
+        job.attained_gpu_seconds += run.gpu_seconds
+        job.run_started_at = None
+        changed += ["attained_gpu_seconds", "run_started_at"]
+    return changed
 
 
 # --- submission, cancel, clone -------------------------------------------------------------------
@@ -231,6 +284,10 @@ def job_submit(
             max_retries=spec.max_retries,
             slowdown_tolerance=float(spec.slowdown_tolerance),
             sim_duration_seconds=spec.sim_duration_seconds,
+            preemptible=spec.preemptible,
+            min_runtime_seconds=spec.min_runtime_seconds,
+            allow_sharing=spec.allow_sharing,
+            preemption_grace_seconds=spec.preemption_grace_seconds,
             status=JobStatus.DRAFT.value,
         )
         JobEvent.objects.create(
@@ -312,6 +369,10 @@ def spec_of(job: Job) -> JobSpec:
         max_retries=job.max_retries,
         slowdown_tolerance=job.slowdown_tolerance,
         sim_duration_seconds=job.sim_duration_seconds,
+        preemptible=job.preemptible,
+        min_runtime_seconds=job.min_runtime_seconds,
+        allow_sharing=job.allow_sharing,
+        preemption_grace_seconds=job.preemption_grace_seconds,
     )
 
 

@@ -8,6 +8,9 @@ Contract (DESIGN.md §4), shared by the REST API, the browser form and the CLI:
   Neither means a CPU-only job.
 - ``command``: a non-empty list of strings (the REST API also takes one string and splits it like a
   POSIX shell, see jobs.serializers.CommandField); ``args`` more strings appended to it.
+- ``preemptible`` / ``min_runtime_seconds``: whether the policy may stop the job for another one, and
+  not before its current run is this old; ``preemption_grace_seconds``: SIGTERM to SIGKILL (DESIGN.md
+  §5b). ``allow_sharing``: a job of one whole GPU per replica that may be packed onto a share.
 - ``env``: names match ``[A-Za-z_][A-Za-z0-9_]*``; names the platform sets itself are reserved.
 - Every string and list has an upper bound, so one request cannot store megabytes.
 """
@@ -34,6 +37,9 @@ MAX_RUNTIME_SECONDS = 30 * 24 * 3600
 MAX_RETRIES = 10
 MAX_SLOWDOWN_TOLERANCE = 100.0
 MAX_SIM_DURATION_SECONDS = 365 * 24 * 3600.0
+MAX_MIN_RUNTIME_SECONDS = MAX_RUNTIME_SECONDS
+# An hour is far beyond any checkpoint write; more would let one job hold GPUs it was asked to free.
+MAX_PREEMPTION_GRACE_SECONDS = 3600
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Set by the platform on every task (DESIGN.md §4); a user value would break GPU isolation.
@@ -60,6 +66,11 @@ class JobSpec:
     max_retries: int = 0
     slowdown_tolerance: float = 1.5
     sim_duration_seconds: float | None = None
+    preemptible: bool = True
+    min_runtime_seconds: int = 0
+    allow_sharing: bool = False
+    # None: the platform default (settings.PREEMPTION_GRACE_SECONDS).
+    preemption_grace_seconds: int | None = None
 
     @classmethod
     def field_names(cls) -> frozenset[str]:
@@ -153,6 +164,19 @@ def validate_job_spec(spec: JobSpec) -> dict[str, list[str]]:
         errors["sim_duration_seconds"] = [
             f"A number of seconds above 0 and at most {MAX_SIM_DURATION_SECONDS:g} is required."
         ]
+    for name in ("preemptible", "allow_sharing"):
+        if not isinstance(getattr(spec, name), bool):
+            errors[name] = ["Must be true or false."]
+    _int_in(errors, "min_runtime_seconds", spec.min_runtime_seconds, 0, MAX_MIN_RUNTIME_SECONDS)
+    if spec.preemption_grace_seconds is not None:
+        _int_in(
+            errors, "preemption_grace_seconds", spec.preemption_grace_seconds, 0, MAX_PREEMPTION_GRACE_SECONDS
+        )
+    if spec.allow_sharing is True and (spec.gpus != 1 or spec.gpu_milli is not None):
+        errors.setdefault("allow_sharing", []).append(
+            "allow_sharing applies to a job of exactly one whole GPU per replica (gpus: 1, no gpu_milli); "
+            "for a share of a GPU ask for gpu_milli instead."
+        )
     return errors
 
 

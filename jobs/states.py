@@ -12,6 +12,8 @@ class JobStatus(enum.StrEnum):
     ADMITTED = "ADMITTED"
     STARTING = "STARTING"
     RUNNING = "RUNNING"
+    # Asked to stop for another job (preemption, reclaim, migration): SIGTERM sent, grace running.
+    PREEMPTING = "PREEMPTING"
     REQUEUED = "REQUEUED"
     STOPPING = "STOPPING"
     SUCCEEDED = "SUCCEEDED"
@@ -42,7 +44,10 @@ LEGAL_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     S.QUEUED: frozenset({S.ADMITTED, S.STOPPING, S.STOPPED, S.FAILED}),
     S.ADMITTED: frozenset({S.STARTING, S.QUEUED, S.STOPPING, S.FAILED}),
     S.STARTING: frozenset({S.RUNNING, S.SUCCEEDED, S.FAILED, S.STOPPING, S.REQUEUED}),
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.STOPPING, S.REQUEUED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.STOPPING, S.REQUEUED, S.PREEMPTING}),
+    # The job may end by itself during its grace period (it finished, or crashed on SIGTERM); a
+    # cancel during the grace turns the preemption into a stop.
+    S.PREEMPTING: frozenset({S.REQUEUED, S.STOPPING, S.SUCCEEDED, S.FAILED}),
     S.REQUEUED: frozenset({S.QUEUED, S.STOPPING, S.STOPPED}),
     S.STOPPING: frozenset({S.STOPPED, S.FAILED, S.SUCCEEDED}),
     S.SUCCEEDED: frozenset(),
@@ -51,9 +56,11 @@ LEGAL_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
 }
 
 # States in which a job holds quota (reserved at admission to the queue, released at the end).
-HOLDS_QUOTA = frozenset({S.QUEUED, S.ADMITTED, S.STARTING, S.RUNNING, S.REQUEUED, S.STOPPING})
+HOLDS_QUOTA = frozenset({S.QUEUED, S.ADMITTED, S.STARTING, S.RUNNING, S.PREEMPTING, S.REQUEUED, S.STOPPING})
 # States in which a job holds (or is about to hold) GPUs on the cluster.
-HOLDS_PLACEMENT = frozenset({S.ADMITTED, S.STARTING, S.RUNNING, S.STOPPING})
+HOLDS_PLACEMENT = frozenset({S.ADMITTED, S.STARTING, S.RUNNING, S.PREEMPTING, S.STOPPING})
+# States in which a job's current run accrues attained service (its processes hold GPUs and run).
+RUNS = frozenset({S.RUNNING, S.PREEMPTING, S.STOPPING})
 
 
 def is_legal(source: JobStatus, target: JobStatus) -> bool:

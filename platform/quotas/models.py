@@ -52,3 +52,32 @@ class UsageEntry(models.Model):
     class Meta:
         ordering = ["-reserved_at"]
         verbose_name_plural = "usage entries"
+
+
+class RunUsage(models.Model):
+    """Ledger: one row per run of a job, from RUNNING until its processes stopped (finished, failed,
+    cancelled, requeued or preempted). A job's attained service is the sum over its rows, so it is
+    kept across requeues; the quota's GPU-hours of a job are the sum of its runs' ``gpu_milli`` time."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="run_usage")
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="runs")
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField()
+    # GPUs as 2D-LAS counts them (a shared GPU counts as one: Tiresias' attained-service measure).
+    gpus = models.PositiveIntegerField()
+    # GPU share held (milli-GPU over all replicas): what the quota's GPU-hours count.
+    gpu_milli = models.PositiveIntegerField()
+    gpu_seconds = models.FloatField(help_text="Attained service of this run: gpus x seconds")
+    ended_as = models.CharField(max_length=12, help_text="The job status that ended the run")
+
+    class Meta:
+        ordering = ["started_at", "id"]
+        verbose_name_plural = "run usage"
+        indexes = [models.Index(fields=["job", "started_at"])]
+
+    def __str__(self) -> str:
+        return f"run of job {self.job_id} from {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.gpu_milli / 1000.0 * max(0.0, (self.ended_at - self.started_at).total_seconds()) / 3600.0

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Q, QuerySet, Sum
 from django.utils import timezone
 
 from accounts.models import Team
-from quotas.models import Quota, UsageEntry, UserUsage
+from quotas.models import Quota, RunUsage, UsageEntry, UserUsage
 
 
 def month_start(now: datetime | None = None) -> datetime:
@@ -104,3 +104,29 @@ def quota_usage(*, team: Team, user: Any = None) -> QuotaUsage:
 
 def quota_usages(*, teams: QuerySet[Team] | list[Team], user: Any = None) -> list[QuotaUsage]:
     return [quota_usage(team=team, user=user) for team in teams]
+
+
+def attained_gpu_seconds(*, job_ids: list[int]) -> dict[int, float]:
+    """Attained service (GPU-seconds, 2D-LAS measure) of each job over its finished runs, from the run
+    ledger; jobs that never finished a run are absent. The current run's part is the caller's to add."""
+    rows = (
+        RunUsage.objects.filter(job_id__in=job_ids)
+        .order_by()
+        .values("job_id")
+        .annotate(total=Sum("gpu_seconds"))
+        .values_list("job_id", "total")
+    )
+    return {job_id: float(total or 0.0) for job_id, total in rows}
+
+
+def job_runs(*, job_id: int) -> QuerySet[RunUsage]:
+    return RunUsage.objects.filter(job_id=job_id).order_by("started_at", "id")
+
+
+def run_gpu_hours(*, job_id: int) -> float | None:
+    """GPU-hours of the job's finished runs (its GPU share x run time), or None when the ledger has no
+    run of it (a job that never ran, or ran before the run ledger existed)."""
+    runs = list(job_runs(job_id=job_id))
+    if not runs:
+        return None
+    return sum(run.gpu_hours for run in runs)

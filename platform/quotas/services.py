@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -17,7 +18,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Team
-from quotas.models import Quota, UsageEntry, UserUsage
+from quotas.models import Quota, RunUsage, UsageEntry, UserUsage
 
 audit = logging.getLogger("audit")
 
@@ -111,6 +112,28 @@ def quota_release(*, job_id: int, gpu_hours: float | None = None) -> bool:
     )
     UserUsage.objects.filter(pk=usage.pk).update(used_gpu_milli=F("used_gpu_milli") - entry.gpu_milli)
     return True
+
+
+def las_gpus(*, gpus: int, gpu_milli: int, replicas: int) -> int:
+    """GPUs a job holds as 2D-LAS counts attained service: whole GPUs, or one per shared replica."""
+    return replicas * (gpus if gpus else (1 if gpu_milli else 0))
+
+
+def usage_record_run(*, job: Any, started_at: datetime, ended_at: datetime, ended_as: str) -> RunUsage:
+    """Add one finished run of ``job`` to the ledger; returns the row (its ``gpu_seconds`` is the run's
+    attained service). The caller holds the job's row lock (jobs.services.job_transition)."""
+    gpus = las_gpus(gpus=job.gpus, gpu_milli=job.gpu_milli, replicas=job.replicas)
+    seconds = max(0.0, (ended_at - started_at).total_seconds())
+    return RunUsage.objects.create(
+        team_id=job.team_id,
+        job=job,
+        started_at=started_at,
+        ended_at=max(started_at, ended_at),
+        gpus=gpus,
+        gpu_milli=job.total_gpu_milli,
+        gpu_seconds=gpus * seconds,
+        ended_as=ended_as,
+    )
 
 
 def quota_ensure(*, team: Team) -> Quota:

@@ -12,8 +12,8 @@ from django.core.exceptions import ValidationError
 from jobs.models import Job
 from jobs.services import job_transition
 from jobs.states import JobStatus
-from quotas.models import Quota, UsageEntry
-from quotas.selectors import gpu_hours_this_month, quota_usage
+from quotas.models import Quota, RunUsage, UsageEntry
+from quotas.selectors import attained_gpu_seconds, gpu_hours_this_month, quota_usage
 from quotas.services import QuotaDenied, quota_set
 
 pytestmark = pytest.mark.django_db
@@ -57,15 +57,61 @@ def test_gpu_hours_count_only_running_time_within_this_month(submit_job, member,
     assert gpu_hours_this_month(team=team, now=NOW) == pytest.approx(6 + 2 + 4)
 
 
-def test_a_finished_job_records_gpu_hours_from_when_it_started(submit_job, member, team) -> None:
+def test_a_finished_job_records_gpu_hours_of_the_time_it_ran(submit_job, member, team) -> None:
     job = submit_job(member, gpu_milli=None, gpus=2)
     for status in (JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING):
         job_transition(job=job, to=status, actor="t")
-    Job.objects.filter(pk=job.pk).update(started_at=job.started_at - timedelta(hours=1))
+    Job.objects.filter(pk=job.pk).update(run_started_at=job.run_started_at - timedelta(hours=1))
 
     job_transition(job=job, to=JobStatus.SUCCEEDED, actor="t")
 
     assert UsageEntry.objects.get(job=job).gpu_hours == pytest.approx(2.0, rel=1e-3)
+    (run,) = RunUsage.objects.filter(job=job)
+    assert (run.gpus, run.gpu_milli, run.ended_as) == (2, 2000, "SUCCEEDED")
+    job.refresh_from_db()
+    assert job.attained_gpu_seconds == pytest.approx(2 * 3600, rel=1e-3) == run.gpu_seconds
+
+
+def test_gpu_hours_and_attained_service_add_up_over_runs_but_not_the_wait_between(
+    submit_job, member, team
+) -> None:
+    job = submit_job(member, gpu_milli=None, gpus=1)
+
+    def run_for(hours: float, end: JobStatus) -> None:
+        for status in (JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING):
+            job_transition(job=job, to=status, actor="t")
+        Job.objects.filter(pk=job.pk).update(run_started_at=job.run_started_at - timedelta(hours=hours))
+        job_transition(job=job, to=end, actor="t")
+
+    run_for(1.0, JobStatus.PREEMPTING)  # still holds GPUs during its grace
+    job_transition(job=job, to=JobStatus.REQUEUED, actor="t")
+    job_transition(job=job, to=JobStatus.QUEUED, actor="t")
+    Job.objects.filter(pk=job.pk).update(started_at=job.started_at - timedelta(hours=24))  # long wait
+    run_for(2.0, JobStatus.SUCCEEDED)
+
+    job.refresh_from_db()
+    assert attained_gpu_seconds(job_ids=[job.pk]) == {job.pk: pytest.approx(3 * 3600, rel=1e-3)}
+    assert job.attained_gpu_seconds == pytest.approx(3 * 3600, rel=1e-3)
+    assert UsageEntry.objects.get(job=job).gpu_hours == pytest.approx(3.0, rel=1e-3)
+    assert list(RunUsage.objects.filter(job=job).order_by("id").values_list("ended_as", flat=True)) == [
+        "REQUEUED",
+        "SUCCEEDED",
+    ]
+
+
+def test_a_shared_gpu_counts_as_one_gpu_of_attained_service_but_its_share_of_gpu_hours(
+    submit_job, member, team
+) -> None:
+    job = submit_job(member, gpu_milli=250, replicas=2)
+    for status in (JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING):
+        job_transition(job=job, to=status, actor="t")
+    Job.objects.filter(pk=job.pk).update(run_started_at=job.run_started_at - timedelta(hours=2))
+
+    job_transition(job=job, to=JobStatus.FAILED, actor="t")
+
+    job.refresh_from_db()
+    assert job.attained_gpu_seconds == pytest.approx(2 * 2 * 3600, rel=1e-3)  # 2 replicas x 2 h
+    assert UsageEntry.objects.get(job=job).gpu_hours == pytest.approx(0.5 * 2, rel=1e-3)
 
 
 def test_a_spent_monthly_budget_refuses_gpu_jobs(submit_job, member, team) -> None:

@@ -161,6 +161,10 @@ SPECTACULAR_SETTINGS = {
 
 # Scheduler and cluster backend (validated by system checks in jobs.checks).
 SCHEDULER_PROFILE = env_str("SCHEDULER_PROFILE", "default")
+# The policy of every cycle (scheduler.policy.POLICY_NAMES), and the default SIGTERM-to-SIGKILL grace
+# of a preempted job (a job may set its own).
+SCHEDULER_POLICY = env_str("SCHEDULER_POLICY", "ours")
+PREEMPTION_GRACE_SECONDS = env_float("PREEMPTION_GRACE_SECONDS", 30.0)
 CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", "simulated")
 # Simulated backend: seconds of simulated time per real second, and the cluster it models.
 SIM_TIME_SCALE = env_float("SIM_TIME_SCALE", 60.0)
