@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from pathlib import Path
 from typing import Any
 
 # `nvidia-smi topo -m` of a DGX-1 with V100s: NV1/NV2 bonded NVLinks in a hybrid cube-mesh, the two
@@ -92,14 +93,94 @@ def small_cluster() -> list[dict[str, Any]]:
 CLUSTERS = {"demo": demo_cluster, "small": small_cluster}
 
 
-def cluster_spec(name: str) -> list[dict[str, Any]]:
-    """The node definitions of a named cluster; ValueError names the known ones."""
-    try:
+def simulator_cluster(name: str, data_dir: Path | None = None) -> list[dict[str, Any]]:
+    """The nodes of one of the simulator's YAML cluster specs (``scheduler/sim/clusters/<name>.yaml``,
+    or a path to a spec file), as the simulator builds them: the same node names (``g<group>-n<k>``),
+    order, sizes and labels, so a replay through the platform offers ``schedule()`` the cluster the
+    simulator offers it. Each node also carries its GPU link classes (``links``: the simulator's
+    performance ground truth for multi-GPU jobs) and its topology file (``Node.topology``).
+
+    ``data_dir`` holds ``topologies/`` (default: ``scheduler.datapaths.default_data_dir()``).
+    Raises ValueError (``scheduler.sim.cluster.ClusterSpecError``) when the spec or a topology file is
+    missing or malformed.
+    """
+    from scheduler.datapaths import default_data_dir
+    from scheduler.sim.cluster import load_cluster_spec
+
+    data = data_dir or default_data_dir()
+    spec = load_cluster_spec(name, data)
+    nodes: list[dict[str, Any]] = []
+    for gi, group in enumerate(spec.groups):
+        topology_file = ""
+        if group.topology:
+            path = Path(group.topology)
+            topology_file = str(path if path.is_absolute() else data / "topologies" / path)
+        links = [[a, b, cls] for (a, b), cls in sorted(group.links.items())]
+        for k in range(group.count):
+            nodes.append(
+                {
+                    "name": f"g{gi}-n{k:04d}",
+                    "cpu_milli": group.cpu_cores * 1000,
+                    "memory_mib": group.memory_gib * 1024,
+                    "gpu_model": group.gpu_model,
+                    "gpu_count": group.gpus,
+                    "gpu_memory_mib": group.gpu_memory_mib,
+                    # The simulator's labels (plugins may read them), not the demo cluster's.
+                    "labels": {"gpu_model": group.gpu_model},
+                    "driver_version": "",
+                    "cuda_version": "",
+                    "topology": None,
+                    "topology_file": topology_file,
+                    "links": links,
+                    "group": gi,
+                }
+            )
+    return nodes
+
+
+def simulator_cluster_names() -> list[str]:
+    from scheduler.sim.cluster import SPEC_DIR
+
+    return sorted(p.stem for p in SPEC_DIR.glob("*.yaml"))
+
+
+def cluster_spec(name: str, data_dir: Path | None = None) -> list[dict[str, Any]]:
+    """The node definitions of a named cluster: ``demo``, ``small``, or a simulator cluster spec
+    (``philly-256``, ...; see :func:`simulator_cluster`). ValueError names the known ones."""
+    if name in CLUSTERS:
         return CLUSTERS[name]()
-    except KeyError:
-        raise ValueError(
-            f"unknown simulated cluster {name!r}; known: {', '.join(sorted(CLUSTERS))}"
-        ) from None
+    if name in simulator_cluster_names() or Path(name).is_file():
+        return simulator_cluster(name, data_dir)
+    raise ValueError(
+        f"unknown simulated cluster {name!r}; known: {', '.join(sorted(CLUSTERS))}, or a simulator "
+        f"cluster spec: {', '.join(simulator_cluster_names())}"
+    )
+
+
+def node_links(spec: dict[str, Any]) -> dict[tuple[int, int], str]:
+    """GPU link classes of a node spec ((a, b) with a < b -> NV, PIX, PXB, PHB, NODE or SYS)."""
+    raw = spec.get("links")
+    if raw is not None:
+        return {(int(a), int(b)): str(cls) for a, b, cls in raw}
+    key = spec.get("topology")
+    if key in TOPOLOGIES:
+        from scheduler.sim.cluster import parse_topology_matrix
+
+        return parse_topology_matrix(TOPOLOGIES[key])
+    return {}
+
+
+@functools.lru_cache(maxsize=32)
+def topology_from_file(path: str, gpu_model: str = "") -> Any:
+    """``Node.topology`` parsed from an ``nvidia-smi topo -m`` file the way the simulator parses it
+    (one object per file, shared by every node that has it); None when unreadable or rejected."""
+    from scheduler.sim.cluster import _topology_object
+
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return None
+    return _topology_object(text, gpu_model)
 
 
 @functools.lru_cache(maxsize=32)
