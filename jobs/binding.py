@@ -18,6 +18,7 @@ from typing import Literal
 
 from jobs import dispatch
 from jobs.cluster import get_backend
+from jobs.faults import fault_point
 from jobs.models import Job, Task
 from jobs.services import job_transition
 from jobs.states import FailureCategory, JobStatus
@@ -121,6 +122,7 @@ def job_bind(*, job_id: int, backend: ClusterBackend | None = None) -> BindOutco
             end_open_tasks(job_id=job.pk, message=f"stopped: the cluster refused the job: {exc}")
         dispatch.request_scheduling_cycle()
         return "failed"
+    fault_point("bind.after")  # a no-op outside the fault tests (jobs.faults)
     moved = job_transition(
         job=job,
         to=JobStatus.STARTING,

@@ -2,17 +2,31 @@
 
 Services call these instead of importing Celery tasks: the enqueue happens on commit, so a worker never
 sees a job id whose row is not yet visible, and a rolled-back submission enqueues nothing. Broker
-outages are logged and swallowed: beat runs a cycle and a status sync every few seconds anyway, so a
-lost message only delays work, it never loses it.
+outages are logged and swallowed: beat runs a cycle, a status sync and a reconcile pass every few
+seconds anyway, so a lost message only delays work, it never loses it (messages are hints; the
+reconciler, jobs.reconcile, drives every job from the database and the backend).
+
+Cycle triggers are coalesced: at most one cycle message waits in the queue however many submissions
+arrive. The first trigger sets a "pending" flag with ``cache.add`` (atomic) and enqueues; later ones
+see the flag and enqueue nothing; the cycle clears the flag when it starts, so a trigger that arrives
+while it runs enqueues the next one. The flag expires by itself (``PENDING_TIMEOUT_S``), so a message
+lost with its flag still set delays cycles by that long at most, and beat runs one meanwhile.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
+from django.core.cache import cache
 from django.db import transaction
 
+from jobs.faults import fault_point
+
 logger = logging.getLogger(__name__)
+
+PENDING_KEY = "jobs:scheduling-cycle:pending"  # scoped per database: see _pending_key
+PENDING_TIMEOUT_S = 30
 
 
 def _enqueue(task_name: str, *args: object) -> None:
@@ -25,16 +39,44 @@ def _enqueue(task_name: str, *args: object) -> None:
         logger.warning(
             "could not enqueue %s%r; the periodic beat will catch up", task_name, args, exc_info=True
         )
+        if task_name == "run_scheduling_cycle":
+            cycle_started()  # nothing is pending after all: let the next trigger try again
+
+
+def _pending_key() -> str:
+    from jobs.lease import database_scope
+
+    return f"{PENDING_KEY}:{database_scope()}"
+
+
+def _enqueue_cycle() -> None:
+    try:
+        first = cache.add(_pending_key(), 1, timeout=PENDING_TIMEOUT_S)
+    except Exception:  # noqa: BLE001  (no cache: fall back to one message per trigger)
+        first = True
+    if first:
+        _enqueue("run_scheduling_cycle")
+
+
+def cycle_started() -> None:
+    """Called by the cycle as it starts: triggers from now on enqueue a fresh cycle."""
+    with contextlib.suppress(Exception):  # no cache: the flag expires by itself
+        cache.delete(_pending_key())
 
 
 def request_scheduling_cycle() -> None:
-    """Run a scheduling cycle soon (after commit). Cheap to call often: cycles are single-flight."""
-    transaction.on_commit(lambda: _enqueue("run_scheduling_cycle"))
+    """Run a scheduling cycle soon (after commit). Cheap to call often: triggers are coalesced."""
+    transaction.on_commit(_enqueue_cycle)
+
+
+def _enqueue_bind(job_id: int) -> None:
+    fault_point("cycle.persisted")
+    _enqueue("bind_job", job_id)
 
 
 def request_bind(job_id: int) -> None:
     """Bind an ADMITTED job's tasks on the backend (after commit)."""
-    transaction.on_commit(lambda: _enqueue("bind_job", job_id))
+    transaction.on_commit(lambda: _enqueue_bind(job_id))
 
 
 def request_stop(job_id: int) -> None:

@@ -12,9 +12,8 @@
   - all tasks SUCCEEDED      -> job SUCCEEDED (through RUNNING if the sync never saw it running, so the
                                 event log always tells the whole story);
   - all tasks running/done   -> STARTING -> RUNNING;
-  - no task known any more for longer than ``LOST_GRACE_S`` -> REQUEUED -> QUEUED (a platform fault,
-    not the user's: the cluster lost the tasks, e.g. the simulated state was reset; not counted
-    against ``max_retries``, since nothing ran to completion or failure);
+  - no task known any more: left to the reconciler (``jobs.reconcile``), which treats it as a
+    PLATFORM failure after ``RECONCILE_LOST_GRACE_SECONDS``, retried as ``max_retries`` allows;
 * STOPPING jobs: ``job_stop`` (delete on the backend, then STOPPED) in case a stop message was lost;
 * tasks of jobs that already ended (STOPPED/FAILED) but still run on the backend are deleted.
 
@@ -151,13 +150,7 @@ def _sync_job(result: SyncResult, job: Job, statuses: list[TaskStatus], backend:
     source = JobStatus(job.status)
     _update_tasks(job, statuses)
     if not statuses:
-        idle_for = (timezone.now() - job.updated_at).total_seconds()
-        if idle_for > LOST_GRACE_S:
-            backend.delete_job(str(job.pk))  # whatever is left of it: the next run starts clean
-            if _move(result, job, JobStatus.REQUEUED, source, "the cluster no longer knows this job's tasks"):
-                end_open_tasks(job_id=job.pk, message="lost: the cluster no longer knows this task")
-                _move(result, job, JobStatus.QUEUED, JobStatus.REQUEUED, "requeued after the tasks were lost")
-        return
+        return  # lost tasks are the reconciler's (jobs.reconcile): a PLATFORM failure, retried as allowed
     failed = [st for st in statuses if st.phase is TaskPhase.FAILED]
     if failed:
         first = failed[0]

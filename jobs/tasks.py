@@ -1,8 +1,13 @@
 """Celery tasks. Each takes ids, calls one service, and is safe to repeat (services compare-and-set).
 
 Transient backend faults are retried with exponential backoff; permanent ones end in the service
-(the job FAILED with a reason). Beat runs ``run_scheduling_cycle`` and ``sync_status`` every
-``SCHEDULE_INTERVAL_SECONDS`` (see CELERY_BEAT_SCHEDULE in settings), so a lost message only delays.
+(the job FAILED with a reason). Beat runs ``run_scheduling_cycle``, ``sync_status`` and ``reconcile``
+every few seconds (see CELERY_BEAT_SCHEDULE in settings), so a lost message only delays: the
+reconciler drives every job from the database and the backend, never from a message.
+
+Each kind of work has its own queue (``CELERY_TASK_ROUTES``: cycle, bind, sync, reconcile) served by
+its own worker under ``runplatform``, so a backlog of binds never delays a sync or a cycle.
+``fault_point`` calls are no-ops outside the fault tests (jobs.faults).
 """
 
 from __future__ import annotations
@@ -11,7 +16,8 @@ import logging
 
 from celery import shared_task
 
-from jobs import binding, scheduling, sync
+from jobs import binding, heartbeat, reconcile, scheduling, sync
+from jobs.faults import fault_point
 from scheduler.backends.base import TransientBackendError
 
 logger = logging.getLogger(__name__)
@@ -35,6 +41,7 @@ def run_scheduling_cycle() -> dict[str, object] | None:
 
 @shared_task(bind=True, name="jobs.tasks.bind_job", max_retries=BIND_MAX_RETRIES)
 def bind_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
+    fault_point("bind.before")
     try:
         return binding.job_bind(job_id=job_id)
     except TransientBackendError as exc:
@@ -53,7 +60,19 @@ def bind_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
 )
 def sync_status() -> dict[str, object]:
     result = sync.sync_status()
+    heartbeat.beat("sync")
     return {"transitions": result.transitions, "orphans_deleted": result.orphans_deleted}
+
+
+@shared_task(name="jobs.tasks.reconcile")
+def reconcile_jobs() -> dict[str, object]:
+    # No autoretry: the next beat is the retry, and stale ticks expire (see the beat options).
+    try:
+        result = reconcile.reconcile()
+    except TransientBackendError as exc:
+        logger.warning("reconcile pass cut short by a transient backend error: %s", exc)
+        return {"actions": [], "error": str(exc)}
+    return {"actions": result.actions}
 
 
 @shared_task(

@@ -1,4 +1,10 @@
-"""``GET /api/v1/health``: is the platform able to serve? Anonymous, cheap, never raises."""
+"""``GET /api/v1/health``: is the platform able to serve? Anonymous, cheap, never raises.
+
+Besides the database and the broker it is a dead-man switch for the periodic work: it reports the age
+of the last scheduling cycle, status sync and reconcile pass (``jobs.heartbeat``) and answers 503 when
+one is older than ``HEALTH_MAX_AGE_SECONDS``: a stalled worker, a dead beat or a lease nobody can take
+shows here, not only in a queue nobody watches. See docs/operations.md ("Operations: alerts").
+"""
 
 from __future__ import annotations
 
@@ -42,8 +48,24 @@ def _broker_status() -> dict[str, Any]:
         return {"ok": False, "kind": url.split("://", 1)[0], "error": str(exc)[:200]}
 
 
+def _work_status() -> dict[str, Any]:
+    from jobs import heartbeat
+
+    threshold = float(settings.HEALTH_MAX_AGE_SECONDS)
+    ages = heartbeat.ages()
+    # 0 turns the switch off (the test settings do: in-process test runs have no beat).
+    stale = heartbeat.stale(max_age_s=threshold) if threshold > 0 else {}
+    return {
+        "ok": not stale,
+        "max_age_seconds": threshold,
+        "age_seconds": {k: (round(v, 1) if v is not None else None) for k, v in ages.items()},
+        "stale": sorted(stale),
+    }
+
+
 class HealthView(APIView):
-    """``GET /api/v1/health``: anonymous. 200 when the database and the broker answer, else 503."""
+    """``GET /api/v1/health``: anonymous. 200 when the database and the broker answer and the periodic
+    work (cycle, sync, reconcile) ran recently, else 503."""
 
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
@@ -56,6 +78,7 @@ class HealthView(APIView):
                     "status": serializers.CharField(),
                     "database": serializers.DictField(),
                     "broker": serializers.DictField(),
+                    "work": serializers.DictField(),
                 },
             ),
             503: inline_serializer(
@@ -64,6 +87,7 @@ class HealthView(APIView):
                     "status": serializers.CharField(),
                     "database": serializers.DictField(),
                     "broker": serializers.DictField(),
+                    "work": serializers.DictField(),
                 },
             ),
         },
@@ -72,8 +96,9 @@ class HealthView(APIView):
     def get(self, request: Request) -> Response:
         database = _database_status()
         broker = _broker_status()
-        healthy = database["ok"] and broker["ok"]
+        work = _work_status()
+        healthy = database["ok"] and broker["ok"] and work["ok"]
         return Response(
-            {"status": "ok" if healthy else "degraded", "database": database, "broker": broker},
+            {"status": "ok" if healthy else "degraded", "database": database, "broker": broker, "work": work},
             status=status.HTTP_200_OK if healthy else status.HTTP_503_SERVICE_UNAVAILABLE,
         )

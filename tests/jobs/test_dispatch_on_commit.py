@@ -13,6 +13,7 @@ from jobs import dispatch, tasks
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
     calls: list[tuple[str, tuple[Any, ...]]] = []
+    dispatch.cycle_started()  # no coalesced cycle left pending by an earlier test
     for name in ("run_scheduling_cycle", "bind_job", "stop_job", "sync_status"):
         monkeypatch.setattr(getattr(tasks, name), "delay", lambda *a, _n=name: calls.append((_n, a)))
     return calls
@@ -44,6 +45,7 @@ def test_a_broker_outage_is_logged_not_raised(
         raise ConnectionError("broker down")
 
     monkeypatch.setattr(tasks.run_scheduling_cycle, "delay", refuse)
+    dispatch.cycle_started()  # no coalesced cycle left pending by an earlier test
     with django_capture_on_commit_callbacks(execute=True):
         dispatch.request_scheduling_cycle()
     assert "could not enqueue run_scheduling_cycle" in caplog.text

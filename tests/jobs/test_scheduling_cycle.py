@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.cache import cache
 
-from jobs import scheduling
+from jobs import lease, scheduling
 from jobs.binding import job_bind
 from jobs.models import Job, JobEvent
 from jobs.states import JobStatus
@@ -125,14 +125,17 @@ def test_a_cycle_does_nothing_while_another_holds_the_lock_and_asks_it_to_go_aga
     sim, researcher, image
 ) -> None:
     job = submit(researcher, image, gpu_milli=250)
-    cache.add(scheduling.LOCK_KEY, "someone-else", timeout=60)
+    someone_else = lease.make_lease()
+    assert someone_else.acquire()
     assert scheduling.run_scheduling_cycle(backend=sim) is None
     assert Job.objects.get(pk=job.pk).status == JobStatus.QUEUED.value
     assert cache.get(scheduling.RERUN_KEY)
-    cache.delete(scheduling.LOCK_KEY)
+    someone_else.release()
     cycle(sim)
     assert Job.objects.get(pk=job.pk).status == JobStatus.ADMITTED.value
-    assert cache.get(scheduling.LOCK_KEY) is None
+    again = lease.make_lease()
+    assert again.acquire()  # the cycle gave its lease back
+    again.release()
 
 
 def test_repeating_a_cycle_admits_a_job_only_once(sim, researcher, image) -> None:

@@ -28,7 +28,7 @@ GRACE_S = 10.0
 
 
 class Command(BaseCommand):
-    help = "Migrate, load demo data and run web, Celery worker and beat until Ctrl-C."
+    help = "Migrate, load demo data and run web, Celery workers and beat until Ctrl-C."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
@@ -52,7 +52,7 @@ class Command(BaseCommand):
         url = f"http://{options['host']}:{options['port']}"
         commands = {
             "web": self._web_command(root, options),
-            "worker": [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "-l", "info"],
+            **self._worker_commands(),
             "beat": [
                 sys.executable,
                 "-m",
@@ -101,6 +101,24 @@ class Command(BaseCommand):
         )
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
+
+    def _worker_commands(self) -> dict[str, list[str]]:
+        """One worker per kind of work (settings.PLATFORM_QUEUES), so a backlog of one never starves
+        another. The cycle runs under a lease (one at a time anyway) and sync and reconcile are whole
+        passes: one process each. Binds are independent backend calls that mostly wait on I/O: a
+        thread pool sized for the machine."""
+        queues = settings.PLATFORM_QUEUES
+        bind_threads = str(min(8, max(2, 2 * (os.cpu_count() or 1))))
+        base = [sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "info"]
+        return {
+            "worker-cycle": [*base, "--pool=solo", "-n", "cycle@%h", "-Q", queues["cycle"]],
+            "worker-bind": [
+                *base, "--pool=threads", "-c", bind_threads, "-n", "bind@%h",
+                "-Q", f"{queues['bind']},{settings.CELERY_TASK_DEFAULT_QUEUE}",
+            ],
+            "worker-sync": [*base, "--pool=solo", "-n", "sync@%h", "-Q", queues["sync"]],
+            "worker-reconcile": [*base, "--pool=solo", "-n", "reconcile@%h", "-Q", queues["reconcile"]],
+        }  # fmt: skip
 
     def _web_command(self, root: Path, options: dict[str, Any]) -> list[str]:
         bind = f"{options['host']}:{options['port']}"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from csp.constants import NONE, SELF
+
 from config.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -25,6 +27,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files from the package: /api/docs/ works offline
+    "csp",
     "accounts",
     "quotas",
     "images",
@@ -34,6 +38,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -50,7 +55,7 @@ ASGI_APPLICATION = "config.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        "DIRS": [REPO_ROOT / "platform" / "config" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -65,8 +70,17 @@ TEMPLATES = [
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}")
 DATABASES = {"default": database_from_url(DATABASE_URL)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Web, worker and beat share one SQLite file: wait for locks instead of failing at once.
-    DATABASES["default"]["OPTIONS"] = {"timeout": 30, "transaction_mode": "IMMEDIATE"}
+    # Web (several gunicorn workers), worker and beat share one SQLite file. WAL lets readers run
+    # beside the one writer instead of blocking it; writers wait up to `timeout` seconds for the write
+    # lock (sqlite3's busy handler), and IMMEDIATE takes that lock at BEGIN, where waiting is safe,
+    # rather than on the first write of a read transaction, where SQLite fails at once with
+    # "database is locked". synchronous=NORMAL is the documented safe pairing with WAL (a power cut
+    # may lose the last commits, never corrupt the file).
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
@@ -119,22 +133,60 @@ if not REDIS_URL:
         (VAR_DIR / "broker" / _folder).mkdir(parents=True, exist_ok=True)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
+# A worker killed with a message in hand leaves it unacknowledged; Redis hands it out again after the
+# visibility timeout (kombu's default is one hour). Every task is idempotent, so a message delivered
+# twice is harmless, and the reconciler drives jobs anyway: a short timeout only speeds recovery.
+CELERY_VISIBILITY_TIMEOUT_SECONDS = env_float("CELERY_VISIBILITY_TIMEOUT_SECONDS", 120.0)
+if REDIS_URL:
+    CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] = CELERY_VISIBILITY_TIMEOUT_SECONDS
+# A message taken is a message at risk: one at a time per worker process (with acks_late).
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 SCHEDULE_INTERVAL_SECONDS = env_float("SCHEDULE_INTERVAL_SECONDS", 3.0)
+RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 5.0)
 # One queue name for producers and workers; tests run an isolated worker on a queue of their own.
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "celery")
-# Beat: periodic scheduling cycle and status sync (jobs.tasks), also the safety net for lost messages.
+# One queue per kind of work, each served by its own worker (runplatform), so a backlog of one (a
+# burst of binds) never starves another (the status sync). Names derive from the default queue.
+PLATFORM_QUEUES = {
+    kind: f"{CELERY_TASK_DEFAULT_QUEUE}.{kind}" for kind in ("cycle", "bind", "sync", "reconcile")
+}
+CELERY_TASK_ROUTES = {
+    "jobs.tasks.run_scheduling_cycle": {"queue": PLATFORM_QUEUES["cycle"]},
+    "jobs.tasks.bind_job": {"queue": PLATFORM_QUEUES["bind"]},
+    "jobs.tasks.stop_job": {"queue": PLATFORM_QUEUES["bind"]},
+    "jobs.tasks.sync_status": {"queue": PLATFORM_QUEUES["sync"]},
+    "jobs.tasks.reconcile": {"queue": PLATFORM_QUEUES["reconcile"]},
+}
+# Beat: periodic scheduling cycle, status sync and reconcile pass (jobs.tasks): the safety net that
+# makes every message a hint.
 CELERY_BEAT_SCHEDULE = {
     name: {
         "task": f"jobs.tasks.{task}",
-        "schedule": SCHEDULE_INTERVAL_SECONDS,
-        # A tick nobody ran in time is dropped: the next one does the same work.
-        "options": {"expires": SCHEDULE_INTERVAL_SECONDS * 3},
+        "schedule": every,
+        # A tick nobody ran in time is dropped: the next one does the same work (no backlog of ticks).
+        "options": {"expires": every * 3},
     }
-    for name, task in (("scheduling-cycle", "run_scheduling_cycle"), ("status-sync", "sync_status"))
+    for name, task, every in (
+        ("scheduling-cycle", "run_scheduling_cycle", SCHEDULE_INTERVAL_SECONDS),
+        ("status-sync", "sync_status", SCHEDULE_INTERVAL_SECONDS),
+        ("reconcile", "reconcile", RECONCILE_INTERVAL_SECONDS),
+    )
 }
+# Scheduling lease (jobs.lease) and the reconciler's deadlines (jobs.reconcile), in seconds.
+SCHEDULING_LEASE_SECONDS = env_float("SCHEDULING_LEASE_SECONDS", 15.0)
+RECONCILE_REBIND_AFTER_SECONDS = env_float("RECONCILE_REBIND_AFTER_SECONDS", 15.0)
+RECONCILE_BIND_GIVE_UP_SECONDS = env_float("RECONCILE_BIND_GIVE_UP_SECONDS", 120.0)
+RECONCILE_START_TIMEOUT_SECONDS = env_float("RECONCILE_START_TIMEOUT_SECONDS", 600.0)
+RECONCILE_LOST_GRACE_SECONDS = env_float("RECONCILE_LOST_GRACE_SECONDS", 30.0)
+RECONCILE_STOP_FORCE_SECONDS = env_float("RECONCILE_STOP_FORCE_SECONDS", 120.0)
+RECONCILE_PREEMPT_MARGIN_SECONDS = env_float("RECONCILE_PREEMPT_MARGIN_SECONDS", 30.0)
+RECONCILE_REQUEUE_AFTER_SECONDS = env_float("RECONCILE_REQUEUE_AFTER_SECONDS", 30.0)
+# Dead-man switch: /api/v1/health answers 503 when the last cycle, sync or reconcile pass is older.
+HEALTH_MAX_AGE_SECONDS = env_float("HEALTH_MAX_AGE_SECONDS", 60.0)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -150,6 +202,15 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "config.api.Pagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "config.api.exception_handler",
+    "DEFAULT_PARSER_CLASSES": [
+        "config.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "DEFAULT_THROTTLE_CLASSES": ["accounts.throttles.WriteRateThrottle"],
+    # Trusted reverse proxies in front of the web server: 0 = use REMOTE_ADDR and ignore
+    # X-Forwarded-For, which any client can set (rate limits and lockouts key on the address).
+    "NUM_PROXIES": env_int("DJANGO_NUM_PROXIES", 0),
 }
 
 SPECTACULAR_SETTINGS = {
@@ -157,6 +218,47 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Submit and follow deep learning jobs on shared GPUs.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "config.openapi.add_common_error_responses",
+    ],
+}
+
+# Limits (docs/operations.md). Rates are DRF's "<n>/<second|minute|hour|day>"; empty turns one off.
+API_THROTTLE_RATES = {
+    # POST /api/v1/auth/token/ per client address, successes included.
+    "auth": env_str("API_AUTH_THROTTLE_RATE", "60/minute").strip(),
+    # POST/PUT/PATCH/DELETE under /api/ per signed-in user.
+    "write": env_str("API_WRITE_THROTTLE_RATE", "120/minute").strip(),
+}
+# Failed logins (token endpoint, portal, admin) before a lockout until the window ends.
+LOGIN_FAILURES_PER_USERNAME = env_int("LOGIN_FAILURES_PER_USERNAME", 5)
+LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 50)
+LOGIN_FAILURE_WINDOW_SECONDS = env_int("LOGIN_FAILURE_WINDOW_SECONDS", 900)
+# Cache alias that holds throttle and lockout state (shared by every web process).
+THROTTLE_CACHE = "default"
+# JSON bodies nesting deeper than this are a 400 (config.parsers).
+API_MAX_JSON_DEPTH = 32
+
+# Content-Security-Policy (django-csp) of every page: the portal, admin and Swagger UI load scripts
+# and styles only from this origin (no inline code anywhere), images also from data: URLs (the
+# favicon, Swagger UI's icons), and no page may be framed.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
 }
 
 # Scheduler and cluster backend (validated by system checks in jobs.checks).
