@@ -53,6 +53,41 @@ class PlacementConflictError(PermanentBackendError):
 PREEMPTED_PREFIX = "preempted"
 
 
+# Variables a job may not set (refused at submit with HTTP 400; jobs.specs imports this). They change
+# how the dynamic loader, libc or the Python interpreter start a program: what a program loads before
+# its own code runs. Every ``LD_*`` name (the loader reads LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT,
+# LD_DEBUG_OUTPUT, ...), the rest of glibc's list of variables it ignores in set-uid programs, and the
+# Python start-up hooks. PYTHONPATH stays allowed: it only names where a job's own modules live, and
+# jobs commonly need it (docs/local-backend.md, "Threat model").
+LOADER_ENV_PREFIXES: tuple[str, ...] = ("LD_",)
+LOADER_ENV_NAMES: frozenset[str] = frozenset(
+    {
+        "GCONV_PATH",
+        "GETCONF_DIR",
+        "HOSTALIASES",
+        "LOCALDOMAIN",
+        "LOCPATH",
+        "MALLOC_TRACE",
+        "NIS_PATH",
+        "NLSPATH",
+        "RESOLV_HOST_CONF",
+        "RES_OPTIONS",
+        "TZDIR",
+        "PYTHONSTARTUP",
+        "PYTHONHOME",
+        "PYTHONINSPECT",
+        "PYTHONEXECUTABLE",
+        "PYTHONUSERBASE",
+        "PYTHONBREAKPOINT",
+    }
+)
+
+
+def is_loader_env(name: str) -> bool:
+    """True for a variable a job may not set (see ``LOADER_ENV_NAMES``)."""
+    return name in LOADER_ENV_NAMES or name.startswith(LOADER_ENV_PREFIXES)
+
+
 class TaskPhase(enum.StrEnum):
     PENDING = "PENDING"
     STARTING = "STARTING"

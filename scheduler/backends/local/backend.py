@@ -7,14 +7,17 @@ see the same tasks, and a restarted platform finds its running tasks again (thei
 running) and reports the ones whose runner vanished without an exit record as FAILED (PLATFORM)::
 
     <work_dir>/.lock                       serialises bind and delete (fcntl)
-    <work_dir>/jobs/<job>/job.json         the job's MASTER_PORT, shared by all its ranks
+    <work_dir>/jobs/<job>/job.json         the job's MASTER_PORT, shared by all its ranks, and its uid
+    <work_dir>/jobs/<job>/.checkpoint/     CHECKPOINT_DIR, kept across the job's runs
     <work_dir>/jobs/<job>/<task>/task.json      what to run, where (the placement), written by bind
                                  runner.json    the runner's pid and process identity
                                  started.json   the command's pid/process group (or container id)
                                  exit.json      how it ended (exit code, signal, who killed it)
                                  deleted.json   delete_job was called: stop it, forget it
+                                 preempt.json   preempt_job was called: stop it, keep its checkpoint
                                  output.log     stdout + stderr of the command
-                                 work/          the task's working folder (its cwd)
+                                 work/          the task's working folder (its cwd; HOME of a job user)
+                                 tmp/           the run's private TMPDIR
 
 Phases: PENDING until the runner is up, STARTING until the command started, RUNNING, then
 SUCCEEDED (exit code 0) or FAILED with a category: TIMEOUT (the runner killed it at its maximum
@@ -25,7 +28,17 @@ memory" in the log, or Docker's OOMKilled), IMAGE (the container image could not
 Deleted tasks (``delete_job``) are forgotten by ``task_statuses`` at once, like the pods of the
 Kubernetes backend, but their folders stay (logs remain readable) and ``snapshot`` keeps counting
 their GPUs until the process is really gone (SIGTERM, then SIGKILL after ``stop_grace_s``). Finished
-task folders are removed ``finished_retention_s`` after they ended.
+task folders are removed ``finished_retention_s`` after they ended; a job's folder (its checkpoint
+with it) when none of its task folders is left.
+
+Preempted tasks (``preempt_job``) get SIGTERM and the grace period the caller gave, then SIGKILL (the
+runner does it, so the caller never waits); they stay listed as FAILED with no category and a message
+starting "preempted", and the next bind of the same task starts a new run with the same checkpoint.
+
+Isolation (``job_user``, only when the platform runs as root): every command runs as an unprivileged
+uid, one per job when ``job_uid_range`` is given, so that it cannot read the platform's files and
+processes or another job's. State files stay root's (0600) in root-owned folders the job can only
+traverse (0711); the job owns just its ``work/``, ``tmp/`` and checkpoint folders (0700).
 """
 
 from __future__ import annotations
@@ -35,10 +48,12 @@ import fcntl
 import hashlib
 import logging
 import os
+import pwd
 import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -48,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.backends.base import (
+    PREEMPTED_PREFIX,
     PermanentBackendError,
     PlacementConflictError,
     TaskPhase,
@@ -86,12 +102,25 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+CHECKPOINT_DIR = ".checkpoint"  # a dot: never taken for a task folder (see _listdir)
+
+
 @dataclass
 class Outcome:
     phase: TaskPhase
     exit_code: int | None = None
     category: str = ""
     message: str = ""
+    preempted: bool = False
+
+
+@dataclass(frozen=True)
+class JobIdentity:
+    """Who a job's commands run as: its uid and gid, and the user name put in USER/LOGNAME."""
+
+    uid: int
+    gid: int
+    name: str
 
 
 def classify(exit_facts: dict[str, Any], log_tail: str = "") -> Outcome:
@@ -117,6 +146,18 @@ def classify(exit_facts: dict[str, Any], log_tail: str = "") -> Outcome:
         return Outcome(TaskPhase.FAILED, reported, "TIMEOUT", f"killed after its maximum runtime{limit_text}")
     if killed_by == "stop":
         return Outcome(TaskPhase.FAILED, reported, "", "stopped: the job was cancelled")
+    if killed_by == "preempt":
+        # Before the exit code: a job that checkpoints and exits 0 on SIGTERM has not finished its work.
+        how = (
+            "before it started"
+            if exit_facts.get("never_started")
+            else (
+                "after SIGKILL at the end of its grace period"
+                if exit_facts.get("sent_sigkill")
+                else f"on SIGTERM (exit code {reported})"
+            )
+        )
+        return Outcome(TaskPhase.FAILED, reported, "", f"{PREEMPTED_PREFIX}: stopped {how}", preempted=True)
     if reported == 0:
         return Outcome(TaskPhase.SUCCEEDED, 0, "", "completed")
     if exit_facts.get("oom_killed"):
@@ -154,6 +195,8 @@ class TaskRecord:
     container_id: str
     # The runner recorded how the task ended (so it also cleaned up the process group).
     has_exit: bool
+    # preempt_job was called for this run: the next bind replaces it.
+    preempted: bool = False
 
     @property
     def live(self) -> bool:
@@ -199,6 +242,8 @@ class LocalBackend:
         finished_retention_s: float = 7 * 24 * 3600.0,
         launch_timeout_s: float = 30.0,
         inventory_ttl_s: float = 300.0,
+        job_user: str | None = None,
+        job_uid_range: tuple[int, int] | None = None,
         python: str = sys.executable,
         nvml: Any = None,
         clock: Callable[[], float] = time.time,
@@ -213,6 +258,10 @@ class LocalBackend:
             raise ValueError(f"virtual_gpus must be >= 0, got {virtual_gpus}")
         if stop_grace_s < 0:
             raise ValueError(f"stop_grace_s must be >= 0, got {stop_grace_s}")
+        if job_uid_range is not None and not 0 < job_uid_range[0] <= job_uid_range[1]:
+            raise ValueError(
+                f"job_uid_range must be (first, last) with 0 < first <= last, got {job_uid_range}"
+            )
         self.work_dir = Path(work_dir).resolve()
         self.jobs_dir = self.work_dir / "jobs"
         self.lock_path = self.work_dir / ".lock"
@@ -233,6 +282,8 @@ class LocalBackend:
         self.python = python
         self.nvml = nvml
         self.clock = clock
+        self.job_user = job_user or None
+        self.job_uid_range = job_uid_range
 
     # ----------------------------------------------------------------- inventory
 
@@ -345,6 +396,7 @@ class LocalBackend:
         return TaskRecord(
             dir=task_dir,
             task=task,
+            preempted=(task_dir / runner.PREEMPT_FILE).exists(),
             deleted=deleted,
             phase=phase,
             outcome=outcome,
@@ -407,7 +459,9 @@ class LocalBackend:
                 node=task["placement"]["node"],
                 gpu_indices=tuple(task["placement"]["gpu_indices"]),
                 exit_code=outcome.exit_code if outcome else None,
-                failure_category=(outcome.category or "PLATFORM") if failed and outcome else "",
+                failure_category=(outcome.category or "PLATFORM")
+                if failed and outcome and not outcome.preempted
+                else "",
                 message=outcome.message if outcome else "",
                 started_at=record.started_at,
                 finished_at=record.finished_at,
@@ -441,9 +495,11 @@ class LocalBackend:
         with self._locked():
             existing = self._read(task_dir) if (task_dir / runner.TASK_FILE).is_file() else None
             if existing is not None:
-                if not existing.deleted and self._same_placement(existing, placement):
+                # A deleted or preempted run is over (or ending): the next bind is a new run.
+                replaced = existing.deleted or existing.preempted
+                if not replaced and self._same_placement(existing, placement):
                     return
-                if existing.live and not existing.deleted:
+                if existing.live and not replaced:
                     raise PlacementConflictError(
                         f"task {spec.task_id} already runs on GPUs {list(existing.placement.gpu_indices)}, "
                         f"not {list(placement.gpu_indices)}"
@@ -453,16 +509,28 @@ class LocalBackend:
                 self._archive(task_dir)
             self._prune()
             self._check_fits(node, placement)
+            identity = self._job_identity(spec.job_id)
             master_port = self._master_port(spec) if spec.world_size > 1 else None
+            checkpoint = self._checkpoint_dir(spec, identity)
+            container = mode == "container"
+            self._make_dir(task_dir, 0o711 if identity else 0o700, None)
+            work = self._make_dir(task_dir / runner.WORK_DIR, 0o700, identity)
+            tmp = self._make_dir(task_dir / runner.TMP_DIR, 0o700, identity)
+            if container_spec is not None:
+                container_spec["checkpoint_dir"] = str(checkpoint)
             env = task_environment(
                 spec,
                 placement,
                 uuids={g.index: g.uuid for g in node.gpus},
                 master_port=master_port,
-                container=mode == "container",
+                container=container,
                 passthrough=self.passthrough_env,
+                checkpoint_dir=runner.CONTAINER_CHECKPOINT_DIR if container else str(checkpoint),
+                tmp_dir="" if container else str(tmp),
+                identity={"HOME": str(work), "USER": identity.name, "LOGNAME": identity.name}
+                if identity and not container
+                else None,
             )
-            task_dir.mkdir(parents=True, mode=0o700)
             runner.write_json(
                 task_dir / runner.TASK_FILE,
                 {
@@ -481,11 +549,103 @@ class LocalBackend:
                     "max_runtime_s": spec.max_runtime_s,
                     "grace_s": self.stop_grace_s,
                     "master_port": master_port,
+                    "checkpoint_dir": str(checkpoint),
+                    "resume": spec.resume,
+                    "job_user": {"uid": identity.uid, "gid": identity.gid, "name": identity.name}
+                    if identity and not container
+                    else None,
                     "created_at": self.clock(),
                 },
             )
-            (task_dir / runner.LOG_FILE).touch()
+            # The runner writes the command's output through an open descriptor: the job user never
+            # needs to open the file, and another job may not.
+            (task_dir / runner.LOG_FILE).touch(mode=0o600)
             self._launch(task_dir, spec)
+
+    # ----------------------------------------------------------------- isolation and checkpoints
+
+    def _job_identity(self, job_id: str) -> JobIdentity | None:
+        """The uid and gid the job's commands run as, or None (the platform's own user). With a uid
+        range, each job keeps one uid for as long as its folder exists (recorded in job.json), so its
+        checkpoint stays its own across runs and no two jobs' files ever share an owner."""
+        if not self.job_user:
+            return None
+        if os.geteuid() != 0:
+            raise PermanentBackendError(
+                f"the local backend cannot run jobs as {self.job_user!r}: the platform is not root "
+                "(unset LOCAL_JOB_USER to run them as the platform's own user)"
+            )
+        try:
+            account = pwd.getpwnam(self.job_user)
+        except KeyError:
+            raise PermanentBackendError(
+                f"job user {self.job_user!r} does not exist; create it (useradd --system "
+                f"--no-create-home --shell /usr/sbin/nologin {self.job_user}) or set LOCAL_JOB_USER"
+            ) from None
+        self._check_reachable()
+        if self.job_uid_range is None:
+            return JobIdentity(account.pw_uid, account.pw_gid, account.pw_name)
+        job_dir = self._job_dir(job_id)
+        info = runner.read_json(job_dir / "job.json") or {}
+        uid = info.get("uid")
+        if not isinstance(uid, int):
+            taken = {
+                (runner.read_json(other / "job.json") or {}).get("uid")
+                for other in self._listdir(self.jobs_dir)
+            }
+            first, last = self.job_uid_range
+            uid = next((u for u in range(first, last + 1) if u not in taken), None)
+            if uid is None:
+                raise TransientBackendError(
+                    f"all {last - first + 1} job uids of LOCAL_JOB_UID_RANGE {first}-{last} are in use"
+                )
+            self._write_job_info(job_id, uid=uid)
+        return JobIdentity(int(uid), account.pw_gid, account.pw_name)
+
+    def _check_reachable(self) -> None:
+        """A job user must be able to walk down to its folders: every folder above the work folder
+        must let others traverse it (x), or the job could not even open its CHECKPOINT_DIR."""
+        for folder in [self.work_dir, *self.work_dir.parents]:
+            try:
+                mode = folder.stat().st_mode
+            except FileNotFoundError:
+                continue
+            if not mode & stat.S_IXOTH:
+                raise PermanentBackendError(
+                    f"the job user cannot reach LOCAL_WORK_DIR {self.work_dir}: {folder} is mode "
+                    f"{stat.S_IMODE(mode):04o}; put LOCAL_WORK_DIR outside the platform's private "
+                    "folders (var/ is 0700), under folders others may traverse"
+                )
+        for folder in (self.work_dir, self.jobs_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+            os.chmod(folder, 0o711)  # traverse, never list: job ids are easy to guess
+
+    def _make_dir(self, path: Path, mode: int, owner: JobIdentity | None) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        if owner is not None:
+            os.chown(path, owner.uid, owner.gid)
+        os.chmod(path, mode)
+        return path
+
+    def _checkpoint_dir(self, spec: TaskSpec, identity: JobIdentity | None) -> Path:
+        """The job's CHECKPOINT_DIR: the folder the platform gave (``spec.checkpoint_dir``) or the
+        job's own ``.checkpoint``, owned by the job's user; the job's folder above it is root's."""
+        job_dir = self._job_dir(spec.job_id)
+        self._make_dir(job_dir, 0o711 if identity else 0o755, None)
+        if spec.checkpoint_dir:
+            return Path(spec.checkpoint_dir)
+        return self._make_dir(job_dir / CHECKPOINT_DIR, 0o700, identity)
+
+    def _write_job_info(self, job_id: str, **values: Any) -> None:
+        job_dir = self._job_dir(job_id)
+        job_dir.mkdir(parents=True, exist_ok=True)
+        info = runner.read_json(job_dir / "job.json") or {"job_id": job_id}
+        info.update(values)
+        runner.write_json(job_dir / "job.json", info)
+
+    def checkpoint_dir(self, job_id: str) -> Path:
+        """Where the job's checkpoint folder is (whether or not it exists yet)."""
+        return self._job_dir(job_id) / CHECKPOINT_DIR
 
     def _same_placement(self, record: TaskRecord, placement: Placement) -> bool:
         old = record.placement
@@ -589,7 +749,7 @@ class LocalBackend:
                 port = int(sock.getsockname()[1])
             if port not in taken:
                 break
-        runner.write_json(job_dir / "job.json", {"job_id": spec.job_id, "master_port": port})
+        self._write_job_info(spec.job_id, master_port=port)
         return port
 
     def _archive(self, task_dir: Path) -> None:
@@ -631,6 +791,19 @@ class LocalBackend:
                     runner.write_json(record.dir / runner.DELETED_FILE, {"at": self.clock()})
                 if record.live or not record.has_exit:  # running, or its runner vanished
                     self._stop(record)
+
+    def preempt_job(self, job_id: str, grace_seconds: float) -> None:
+        """Stop every running task of ``job_id`` so that it can resume later (idempotent; returns at
+        once). The runner sends SIGTERM to the task's process group and SIGKILL ``grace_seconds``
+        later; the task then reports FAILED with a message starting "preempted" and the next bind
+        of it starts a new run (``RESUME=1``) with the same checkpoint folder."""
+        grace = max(0.0, float(grace_seconds))
+        with self._locked():
+            for record in self._records(job_id):
+                if record.deleted or record.preempted or not record.live:
+                    continue
+                runner.write_json(record.dir / runner.PREEMPT_FILE, {"at": self.clock(), "grace_s": grace})
+                self._stop(record)
 
     def _stop(self, record: TaskRecord) -> None:
         if record.runner_pid and record.phase in (TaskPhase.STARTING, TaskPhase.RUNNING):

@@ -16,6 +16,11 @@ Contract (the local form of DESIGN.md §4, matching scheduler.backends.kubernete
 - Jobs of more than one task: ``MASTER_ADDR=127.0.0.1``, ``MASTER_PORT`` (one free port per job),
   ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK`` (= ``RANK``: every task runs on this machine),
   ``LOCAL_WORLD_SIZE``, ``NODE_RANK=0`` (what ``torch.distributed``'s ``env://`` init reads).
+- Checkpoints (DESIGN.md §5b): ``CHECKPOINT_DIR`` (the job's folder kept across its runs),
+  ``RESUME=1`` on every run after the first, ``PREEMPTION_GRACE_SECONDS`` (SIGTERM to SIGKILL).
+- ``TMPDIR``: a private folder of the run; with a job user also ``HOME`` (the task's work folder),
+  ``USER`` and ``LOGNAME``.
+- Loader variables (``scheduler.backends.base.is_loader_env``) never reach a task from the job's env.
 
 The base is *not* the platform's environment (it holds database URLs and secret keys): only the
 variables named in ``PASSTHROUGH`` (or given by the operator) are copied from it.
@@ -27,7 +32,7 @@ import math
 import os
 from collections.abc import Iterable, Mapping
 
-from scheduler.backends.base import TaskSpec
+from scheduler.backends.base import TaskSpec, is_loader_env
 from scheduler.model import GPU_MILLI, Placement
 
 PASSTHROUGH: tuple[str, ...] = (
@@ -113,14 +118,35 @@ def task_environment(
     container: bool = False,
     source: Mapping[str, str] | None = None,
     passthrough: Iterable[str] = (),
+    checkpoint_dir: str = "",
+    tmp_dir: str = "",
+    identity: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Base, then the user's ``spec.env``, then the platform's variables (which win: a user value
-    for ``RANK`` or ``CUDA_VISIBLE_DEVICES`` would break the job or GPU isolation)."""
+    for ``RANK`` or ``CUDA_VISIBLE_DEVICES`` would break the job or GPU isolation).
+
+    ``identity`` (``HOME``, ``USER``, ``LOGNAME`` of the job user) replaces the platform's own: a job
+    running as another user must not be pointed at the platform's home."""
     env = {} if container else base_environment(os.environ if source is None else source, passthrough)
+    env.update(identity or {})
     env.setdefault("PYTHONUNBUFFERED", "1")  # so print() reaches the log while the job runs
-    env.update({str(k): str(v) for k, v in spec.env.items()})
+    # Submission refuses these; dropping them here too covers jobs stored before that check.
+    env.update({str(k): str(v) for k, v in spec.env.items() if not is_loader_env(str(k))})
     env.update(gpu_environment(placement, uuids, container=container))
     env.update(distributed_environment(spec, master_port))
     env["GPU_PLATFORM_JOB_ID"] = spec.job_id
     env["GPU_PLATFORM_TASK_ID"] = spec.task_id
+    env.update(checkpoint_environment(spec, checkpoint_dir))
+    if tmp_dir:
+        env["TMPDIR"] = tmp_dir
+    return env
+
+
+def checkpoint_environment(spec: TaskSpec, checkpoint_dir: str) -> dict[str, str]:
+    """``CHECKPOINT_DIR``, ``RESUME`` (only on a resumed run) and ``PREEMPTION_GRACE_SECONDS``."""
+    env = {"PREEMPTION_GRACE_SECONDS": f"{spec.grace_seconds:g}"}
+    if checkpoint_dir:
+        env["CHECKPOINT_DIR"] = checkpoint_dir
+    if spec.resume:
+        env["RESUME"] = "1"
     return env

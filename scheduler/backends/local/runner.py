@@ -14,13 +14,17 @@ The daemon, all state in files of ``task_dir`` (written atomically, read by any 
    (``mode == "container"``) whose output it copies into ``output.log``;
 3. writes ``started.json`` (child pid/process group, or container id);
 4. waits; kills the process group (SIGTERM, then SIGKILL after the grace period) when the maximum
-   runtime passes or when it receives SIGTERM itself (the backend's cancel);
+   runtime passes or when it receives SIGTERM itself: the backend's cancel (``deleted.json``) or
+   preemption (``preempt.json``, which carries the grace period the job gets to write a checkpoint);
 5. kills what is left of the process group (orphaned helpers would hold the GPU), and writes
    ``exit.json``: raw facts (exit code, signal, who killed it, OOM flag); the backend decides the
    phase and failure category from them.
 
 If the daemon itself dies without ``exit.json`` (machine reboot, SIGKILL) the backend reports the task
 FAILED (PLATFORM). This module is also imported by the backend for the file names and helpers.
+
+With ``job_user`` in ``task.json`` (the platform runs as root) the daemon stays root, so it can always
+kill the task, but the command runs as that uid and gid with no supplementary groups and umask 077.
 """
 
 from __future__ import annotations
@@ -42,14 +46,17 @@ RUNNER_FILE = "runner.json"
 STARTED_FILE = "started.json"
 EXIT_FILE = "exit.json"
 DELETED_FILE = "deleted.json"
+PREEMPT_FILE = "preempt.json"
 LOG_FILE = "output.log"
 RUNNER_LOG_FILE = "runner.log"
 WORK_DIR = "work"
+TMP_DIR = "tmp"
 
 POLL_S = 0.1
 EXIT_NOT_FOUND = 127
 EXIT_NOT_EXECUTABLE = 126
 NOTE_PREFIX = "[gpu-platform]"
+CONTAINER_CHECKPOINT_DIR = "/checkpoints"
 
 
 # ----------------------------------------------------------------------------- shared helpers
@@ -147,18 +154,29 @@ class Runner:
         max_runtime = task.get("max_runtime_s")
         self.max_runtime_s = float(max_runtime) if max_runtime else None
         self.stop_requested = False
-        self.killed_by = ""  # "timeout" or "stop": the platform ended the task on purpose
+        # "timeout", "stop" or "preempt": the platform ended the task on purpose
+        self.killed_by = ""
         self.sent_sigkill = False
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         self.stop_requested = True
 
     def should_stop(self) -> bool:
-        """SIGTERM from the backend, or its ``deleted.json`` (which also covers a delete that came
-        before this runner had published its pid)."""
-        if not self.stop_requested and (self.dir / DELETED_FILE).exists():
+        """SIGTERM from the backend, or its ``deleted.json`` / ``preempt.json`` (which also cover a
+        request that came before this runner had published its pid)."""
+        if not self.stop_requested and (
+            (self.dir / DELETED_FILE).exists() or (self.dir / PREEMPT_FILE).exists()
+        ):
             self.stop_requested = True
         return self.stop_requested
+
+    def stop_reason(self) -> tuple[str, float]:
+        """("stop", cancel grace) or ("preempt", the grace preempt_job asked for). A cancel wins: the
+        job is going away, its checkpoint no longer matters."""
+        preempt = read_json(self.dir / PREEMPT_FILE)
+        if preempt is not None and not (self.dir / DELETED_FILE).exists():
+            return "preempt", float(preempt.get("grace_s", self.grace_s))
+        return "stop", self.grace_s
 
     def note(self, text: str) -> None:
         """A line of the platform's own in the task's log, so the user sees why it ended."""
@@ -180,8 +198,8 @@ class Runner:
             self.dir / RUNNER_FILE,
             {"pid": os.getpid(), "identity": process_identity(os.getpid()), "at": time.time()},
         )
-        if self.should_stop():  # deleted before it even started
-            self.killed_by = "stop"
+        if self.should_stop():  # deleted or preempted before it even started
+            self.killed_by = self.stop_reason()[0]
             self.finish(exit_code=None, signal=None, never_started=True)
         elif self.task.get("mode") == "container":
             ContainerRun(self).run()
@@ -194,6 +212,16 @@ class Runner:
         argv = [str(a) for a in self.task["argv"]]
         workdir = self.dir / WORK_DIR
         workdir.mkdir(exist_ok=True)
+        identity: dict[str, Any] = {}
+        job_user = self.task.get("job_user")
+        if job_user:
+            # No supplementary groups: root's would otherwise follow the job across the setuid.
+            identity = {
+                "user": int(job_user["uid"]),
+                "group": int(job_user["gid"]),
+                "extra_groups": [],
+                "umask": 0o077,
+            }
         with open(self.dir / LOG_FILE, "ab", buffering=0) as log:
             try:
                 child = subprocess.Popen(
@@ -205,6 +233,7 @@ class Runner:
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own session and process group: killpg reaches it all
                     close_fds=True,
+                    **identity,
                 )
             except FileNotFoundError:
                 self.note(f"command not found: {argv[0]}")
@@ -236,9 +265,12 @@ class Runner:
         deadline = started + self.max_runtime_s if self.max_runtime_s else None
         while child.poll() is None:
             if self.should_stop() and not self.killed_by:
-                self.killed_by = "stop"
-                self.note("stopping: the job was cancelled")
-                self._terminate(child)
+                self.killed_by, grace = self.stop_reason()
+                if self.killed_by == "preempt":
+                    self.note(f"preempting: SIGTERM, then SIGKILL after {grace:g} s to write a checkpoint")
+                else:
+                    self.note("stopping: the job was cancelled")
+                self._terminate(child, grace)
             elif deadline is not None and time.time() >= deadline and not self.killed_by:
                 self.killed_by = "timeout"
                 self.note(f"stopping: maximum runtime of {self.max_runtime_s:g} s exceeded")
@@ -255,13 +287,14 @@ class Runner:
             runtime_s=time.time() - started,
         )
 
-    def _terminate(self, child: subprocess.Popen[bytes]) -> None:
+    def _terminate(self, child: subprocess.Popen[bytes], grace_s: float | None = None) -> None:
         """SIGTERM to the whole group, SIGKILL after the grace period."""
+        grace = self.grace_s if grace_s is None else grace_s
         kill_group(child.pid, signal.SIGTERM)
         try:
-            child.wait(timeout=self.grace_s)
+            child.wait(timeout=grace)
         except subprocess.TimeoutExpired:
-            self.note(f"still running {self.grace_s:g} s after SIGTERM: sending SIGKILL")
+            self.note(f"still running {grace:g} s after SIGTERM: sending SIGKILL")
             self.sent_sigkill = True
             kill_group(child.pid, signal.SIGKILL)
             child.wait()
@@ -310,6 +343,10 @@ class ContainerRun:
         gpu_ids = [str(i) for i in self.spec.get("gpu_indices", [])]
         workdir = r.dir / WORK_DIR
         workdir.mkdir(exist_ok=True)
+        volumes = {str(workdir): {"bind": "/workspace", "mode": "rw"}}
+        if self.spec.get("checkpoint_dir"):
+            # The standard images keep /checkpoints for this (images/dockerfiles/base/README.md).
+            volumes[str(self.spec["checkpoint_dir"])] = {"bind": CONTAINER_CHECKPOINT_DIR, "mode": "rw"}
         try:
             container = client.containers.run(
                 image,
@@ -321,7 +358,7 @@ class ContainerRun:
                 if gpu_ids
                 else [],
                 labels={str(k): str(v) for k, v in self.spec.get("labels", {}).items()},
-                volumes={str(workdir): {"bind": "/workspace", "mode": "rw"}},
+                volumes=volumes,
                 working_dir="/workspace",
                 init=True,
             )
@@ -344,8 +381,8 @@ class ContainerRun:
             if state.get("Status") in ("exited", "dead"):
                 break
             if r.should_stop() and not r.killed_by:
-                r.killed_by = "stop"
-                container.stop(timeout=int(r.grace_s))
+                r.killed_by, grace = r.stop_reason()
+                container.stop(timeout=max(0, int(grace)))
             elif deadline is not None and time.time() >= deadline and not r.killed_by:
                 r.killed_by = "timeout"
                 r.note(f"stopping: maximum runtime of {r.max_runtime_s:g} s exceeded")
@@ -380,7 +417,7 @@ def _daemonize(task_dir: Path) -> None:
     # Detach from the caller's files: stdio go to runner.log for tracebacks.
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    out = os.open(task_dir / RUNNER_LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    out = os.open(task_dir / RUNNER_LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(out, 1)
     os.dup2(out, 2)
 
