@@ -38,6 +38,13 @@ for dir in /workspace /checkpoints /opt/venv; do
   check "${dir} is writable" sh -c "touch '${dir}/.smoke-test' && rm '${dir}/.smoke-test'"
 done
 
+# Preemption contract: the checkpoint loop saves on SIGTERM and resumes from it with RESUME=1.
+if out="$(python /opt/gpu-platform/smoke-test/checkpoint.py --self-test 2>&1)"; then
+  pass "a preempted training loop checkpoints on SIGTERM and resumes with RESUME=1"
+else
+  fail "checkpoint and resume: $(echo "${out}" | grep FAIL | head -n 1)"
+fi
+
 # SSH: start the server the way a distributed launcher would and log into it with a fresh key.
 tmp="$(mktemp -d)"
 port=$((20000 + RANDOM % 20000))
