@@ -3,6 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from accounts.views import login_throttled
 from frontend import views
 
 app_name = "frontend"
@@ -10,7 +11,12 @@ app_name = "frontend"
 urlpatterns = [
     path(
         "login/",
-        auth_views.LoginView.as_view(template_name="frontend/login.html", redirect_authenticated_user=True),
+        login_throttled(
+            auth_views.LoginView.as_view(
+                template_name="frontend/login.html", redirect_authenticated_user=True
+            ),
+            template_name="frontend/login.html",
+        ),
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -9,6 +9,13 @@ from images.models import JobImage
 
 class ImageOutput(serializers.ModelSerializer):
     reference = serializers.CharField(read_only=True, help_text="What to pass as a job's image.")
+    # Declared, not derived from the model: "" (not declared) must be in the schema's enum.
+    accelerator = serializers.ChoiceField(
+        choices=JobImage._meta.get_field("accelerator").choices,
+        allow_blank=True,
+        read_only=True,
+        help_text="gpu or cpu; empty: not declared.",
+    )
 
     class Meta:
         model = JobImage

@@ -6,13 +6,12 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config.api import StrictInputMixin
 from jobs import specs
-from jobs.models import Job, JobEvent, Task
+from jobs.models import FAILURE_CHOICES, Job, JobEvent, Task
 
 
 @extend_schema_field({"oneOf": [{"type": "integer"}, {"type": "string", "maxLength": 200}]})
@@ -183,6 +182,10 @@ class JobOutput(serializers.ModelSerializer):
     queue_position = serializers.SerializerMethodField(
         help_text="1-based place in the cluster-wide queue while QUEUED, else null."
     )
+    # Declared, not derived from the model: "" (not failed) must be in the schema's enum.
+    failure_category = serializers.ChoiceField(
+        choices=FAILURE_CHOICES, allow_blank=True, read_only=True, help_text="Empty unless FAILED."
+    )
 
     class Meta:
         model = Job
@@ -224,7 +227,7 @@ class JobOutput(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
-    @extend_schema_field(OpenApiTypes.INT)
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_queue_position(self, job: Job) -> int | None:
         return self.context.get("queue_positions", {}).get(job.pk)
 
@@ -259,4 +262,6 @@ class JobLogsOutput(serializers.Serializer):
 class LogsQuery(serializers.Serializer):
     """Query parameters of the logs endpoint (others, such as ``format``, belong to DRF)."""
 
-    task = serializers.IntegerField(min_value=0, required=False, help_text="Only this task index.")
+    task = serializers.IntegerField(
+        min_value=0, max_value=specs.MAX_REPLICAS, required=False, help_text="Only this task index."
+    )

@@ -31,6 +31,14 @@ def _user(username: str, **extra: Any) -> User:
     return User.objects.create_user(username=username, password=f"{username}-password-1", **extra)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_throttles() -> None:
+    """Every test starts with no rate-limit history and no login lockouts (accounts.throttles)."""
+    from accounts.throttles import throttle_cache
+
+    throttle_cache().clear()
+
+
 @pytest.fixture
 def team(db: Any) -> Team:
     team = Team.objects.create(name="Vision", slug="vision")

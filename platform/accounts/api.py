@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts import schema as _schema  # noqa: F401  (registers the token auth scheme for OpenAPI)
-from accounts import selectors, services
+from accounts import selectors, services, throttles
 from accounts.models import ApiToken, Membership, Role, Team
 from accounts.serializers import (
     MemberAddInput,
@@ -51,7 +51,14 @@ def _token_data(token: ApiToken, raw: str | None = None) -> dict[str, Any]:
 
 class TokenView(APIView):
     """``POST /api/v1/auth/token/`` trades a username and password for a new token (shown once);
-    ``DELETE`` revokes the token the request was made with (sign out)."""
+    ``DELETE`` revokes the token the request was made with (sign out). Sign-ins are rate limited per
+    client address and locked out after repeated failures (accounts.throttles)."""
+
+    throttle_classes = [
+        throttles.AuthRateThrottle,
+        throttles.LoginLockoutThrottle,
+        throttles.WriteRateThrottle,
+    ]
 
     def get_authenticators(self) -> list[Any]:
         # Signing in needs no authentication; a stale token header must not block it.
@@ -67,13 +74,20 @@ class TokenView(APIView):
     @extend_schema(
         summary="Create an API token",
         request=TokenObtainInput,
-        responses={201: TokenCreatedOutput, 400: ErrorSerializer},
+        responses={201: TokenCreatedOutput, 400: ErrorSerializer, 429: ErrorSerializer},
         auth=[],
     )
     def post(self, request: Request) -> Response:
         data = TokenObtainInput(data=request.data)
         data.is_valid(raise_exception=True)
-        token, raw = services.token_obtain(**data.validated_data)
+        failures = throttles.login_failures()
+        username = data.validated_data["username"]
+        try:
+            token, raw = services.token_obtain(**data.validated_data)
+        except ValidationError:
+            failures.record_failure(username=username, address=throttles.client_address(request))
+            raise
+        failures.record_success(username=username)
         return Response(_token_data(token, raw), status=status.HTTP_201_CREATED)
 
     @extend_schema(summary="Revoke the token of this request", responses={204: None, **ERRORS})

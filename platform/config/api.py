@@ -10,12 +10,14 @@ answers, so views stay thin and no expected failure becomes a 500.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions, serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
@@ -113,6 +115,10 @@ def _domain_error(exc: Exception) -> Response | None:
         return _error(503, f"The cluster backend is unavailable: {exc}", "backend_unavailable")
     if isinstance(exc, SuspiciousOperation):
         return _error(400, str(exc) or "Bad request.", "bad_request")
+    if isinstance(exc, OverflowError):
+        # A number too large for the database (an id or count from a query string): bad input, not
+        # a server fault. Filters and serializers bound their numbers; this is the net under them.
+        return _error(400, "A number in the request is out of range.", "out_of_range")
     return None
 
 
@@ -139,5 +145,58 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         fields = data if isinstance(data, dict) else {"non_field_errors": data}
         message = _summary(fields) if response.status_code == 400 else "Request failed."
         extra = {"fields": fields}
+    if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+        # DRF already sets the Retry-After header; clients reading only the body get it too.
+        extra = {"retry_after": max(1, math.ceil(exc.wait))}
     response.data = {"message": message, "code": str(code), "extra": extra}
     return response
+
+
+def _error_json(status_code: int, message: str, code: str) -> JsonResponse:
+    return JsonResponse({"message": message, "code": code, "extra": {}}, status=status_code)
+
+
+def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    """Catch-all under /api/: a path no API route matches (an unknown endpoint, a non-integer id)
+    answers 404 in the one error shape, not with the portal's HTML page (also when DEBUG is on)."""
+    return _error_json(404, "No API endpoint at this path.", "not_found")
+
+
+def is_api_path(request: HttpRequest) -> bool:
+    return request.path_info.startswith("/api/")
+
+
+def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Root 404 handler: JSON under /api/, the portal's page elsewhere."""
+    if is_api_path(request):
+        return api_not_found(request)
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception or Exception("not found"))
+
+
+def handler400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Root 400 handler (a bad Host header, a body over the upload limit outside DRF)."""
+    if is_api_path(request):
+        # Fixed text: Django's messages here (DisallowedHost) name settings an outsider need not see.
+        return _error_json(400, "Bad request.", "bad_request")
+    from django.views.defaults import bad_request
+
+    return bad_request(request, exception or Exception("bad request"))
+
+
+def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if is_api_path(request):
+        return _error_json(403, "Forbidden.", "permission_denied")
+    from django.views.defaults import permission_denied
+
+    return permission_denied(request, exception or Exception("forbidden"))
+
+
+def handler500(request: HttpRequest) -> HttpResponse:
+    """Root 500 handler (errors outside DRF views, e.g. in middleware): JSON under /api/."""
+    if is_api_path(request):
+        return _error_json(500, "Internal error; the operators have been told.", "server_error")
+    from django.views.defaults import server_error
+
+    return server_error(request)

@@ -36,8 +36,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--web",
             choices=("runserver", "gunicorn"),
-            default="runserver",
-            help="web server: Django's runserver (default, embedded) or gunicorn",
+            default="gunicorn",
+            help="web server: gunicorn (default) or Django's runserver (one process, for debugging)",
+        )
+        parser.add_argument(
+            "--web-workers",
+            type=int,
+            default=0,
+            help="gunicorn worker processes (default: 2 x CPU cores + 1, at most 9)",
         )
         parser.add_argument("--no-seed", action="store_true", help="skip seed_demo")
 
@@ -123,6 +129,10 @@ class Command(BaseCommand):
     def _web_command(self, root: Path, options: dict[str, Any]) -> list[str]:
         bind = f"{options['host']}:{options['port']}"
         if options["web"] == "gunicorn":
+            # gunicorn's rule of thumb for sync workers, capped: on SQLite more processes only queue
+            # for the one write lock. runserver, the old default, has a listen queue of 10 and reset
+            # about half of 50 parallel connections (issue 18).
+            workers = options.get("web_workers") or min(2 * (os.cpu_count() or 1) + 1, 9)
             return [
                 sys.executable,
                 "-m",
@@ -131,7 +141,13 @@ class Command(BaseCommand):
                 "--bind",
                 bind,
                 "--workers",
-                "2",
+                str(workers),
+                "--backlog",
+                "2048",
+                "--timeout",
+                "60",
+                "--graceful-timeout",
+                "10",
                 "--access-logfile",
                 "-",
             ]

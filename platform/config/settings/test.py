@@ -4,3 +4,11 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # The health check's dead-man switch (jobs.heartbeat) is off in tests unless a test turns it on: one
 # test process runs cycles and syncs in-process at random times, so ages would mean nothing.
 HEALTH_MAX_AGE_SECONDS = env_float("HEALTH_MAX_AGE_SECONDS", 0.0)  # noqa: F405
+
+# Throttle and lockout state per test process, emptied before every test (tests/conftest.py): the
+# personas share usernames across tests, and the shared file cache is seen by parallel test runs.
+CACHES = {
+    **CACHES,  # noqa: F405
+    "throttle": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"},
+}
+THROTTLE_CACHE = "throttle"
