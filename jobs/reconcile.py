@@ -28,8 +28,8 @@ Cases (the ``RECONCILE_*`` settings give the times):
 * **REQUEUED for ``REQUEUE_AFTER``**: a worker died between the two halves of a requeue: QUEUED.
 
 Every move is a ``job_transition`` with ``expected_from``, so a reconcile pass that races a sync, a
-bind or a cancel changes nothing twice. Transient backend errors end the pass (the next beat retries);
-one job's permanent error is logged and the pass goes on with the others.
+bind or a cancel changes nothing twice. A transient backend error while listing the tasks ends the
+pass (the next beat retries); one job's error is logged and the pass goes on with the others.
 """
 
 from __future__ import annotations
@@ -242,8 +242,7 @@ def _stopping(job: Job, backend: ClusterBackend, limits: Limits, result: Reconci
             result.add(job.pk, "stopped")
             return
     except TransientBackendError:
-        if _age_s(job) < limits.stop_force_s:
-            raise
+        logger.info("stop of job %s not confirmed by the cluster yet", job.pk)
     job.refresh_from_db()
     if job.status != JobStatus.STOPPING.value or _age_s(job) < limits.stop_force_s:
         return
@@ -320,8 +319,8 @@ def reconcile(*, backend: ClusterBackend | None = None, limits: Limits | None = 
                 _requeued(job, limits, result)
             elif preempting is not None and status is preempting:
                 _preempting(job, backend, limits, result)
-        except TransientBackendError:
-            raise
+        except TransientBackendError as exc:
+            logger.info("reconciling job %s: transient backend error (%s); next pass", job.pk, exc)
         except Exception:  # noqa: BLE001  (one bad job must not stall the others)
             logger.exception("reconciling job %s failed; the next pass tries again", job.pk)
     heartbeat.beat("reconcile")
