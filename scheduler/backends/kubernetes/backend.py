@@ -257,6 +257,56 @@ class KubernetesBackend:
             tolerate=(409,),
         )
 
+    def _check_capacity(self, placements: Sequence[Placement]) -> None:
+        """Refuse placements whose GPUs the cluster already gives to someone else.
+
+        The decision was made on a snapshot; another cycle (one whose lease ran out while it was slow),
+        a restarted scheduler or an outside pod may have taken the GPUs since. The pod annotations
+        are the record of what each of our pods holds (as the simulated backend's state is), so they
+        are read again here, right before the pods are created: every live pod on the node except
+        this job's own (a repeated bind of the same job is not a conflict). Raises
+        ``PlacementConflictError`` when a GPU would go over 1000 milli-GPU or its memory.
+        """
+        if not placements:
+            return
+        job_id = placements[0].job_id
+        wanted = {pl.node for pl in placements}
+        nodes: dict[str, Node] = {}
+        for name in wanted:
+            result = self._call(f"read node {name}", self.api.read_node, name, tolerate=(404,))
+            if isinstance(result, _Tolerated):
+                raise PlacementConflictError(f"node {name!r} no longer exists; the placement is stale")
+            nodes[name] = node_from_kubernetes(self._sanitize(result))
+        for pod in self._list_live_pods():
+            if _job_id(pod) == job_id and _ours(pod):
+                continue
+            held = p.placement_from_pod(pod)
+            if held is None:
+                node = nodes.get((pod.get("spec") or {}).get("nodeName") or "")
+                if node is not None:
+                    _hold_device_plugin_gpus(node, pod)
+                continue
+            node = nodes.get(held.node)
+            if node is None:
+                continue
+            held.gpu_indices = tuple(i for i in held.gpu_indices if i < len(node.gpus))
+            reserve(node, held)
+        for pl in placements:
+            node = nodes[pl.node]
+            for idx in pl.gpu_indices:
+                if idx >= len(node.gpus):
+                    raise PlacementConflictError(f"node {pl.node} has no GPU {idx}; the placement is stale")
+                gpu = node.gpus[idx]
+                if (
+                    gpu.used_milli + pl.gpu_milli > GPU_MILLI
+                    or gpu.used_memory_mib + pl.gpu_memory_mib > gpu.memory_mib
+                ):
+                    raise PlacementConflictError(
+                        f"task {pl.task_id} does not fit on {pl.node} GPU {idx}: {gpu.used_milli} milli-GPU "
+                        f"and {gpu.used_memory_mib} MiB already allocated ({', '.join(gpu.tenants)})"
+                    )
+            reserve(node, pl)  # the job's own tasks must fit together too
+
     def _create_pod(self, spec: TaskSpec, placement: Placement) -> dict[str, Any]:
         """Create the task's pod (unbound) and return it; an existing one with the same placement is
         the result of an earlier attempt and is returned as is."""
@@ -302,8 +352,10 @@ class KubernetesBackend:
         """Start one task. A single-task job is bound at once; a rank of a distributed job is bound
         together with the others when the last rank's pod exists (gang: all or none)."""
         if spec.world_size <= 1:
+            self._check_capacity([placement])
             self._bind_pod(self._create_pod(spec, placement), placement.node)
             return
+        self._check_capacity([placement])
         self._ensure_service(spec.job_id)
         self._create_pod(spec, placement)
         members = self._job_pods(spec.job_id)
@@ -321,6 +373,7 @@ class KubernetesBackend:
         if not specs:
             return
         job_id = specs[0].job_id
+        self._check_capacity([by_task[spec.task_id] for spec in specs])
         if len(specs) > 1 or specs[0].world_size > 1:
             self._ensure_service(job_id)
         created = [self._create_pod(spec, by_task[spec.task_id]) for spec in specs]
