@@ -2,49 +2,80 @@
 
 One cycle (``run_scheduling_cycle``):
 
-1. takes a single-flight lock (``cache.add`` with a timeout, atomic on Redis; if another cycle holds
-   it, this call only leaves a "run again" mark that the holder honours before letting go);
-2. builds a ``ClusterSnapshot`` from the backend and adds the placements of ADMITTED jobs whose
-   tasks the backend does not know yet (decided, bind pending), so they are never given away twice;
-3. orders the QUEUED jobs: priority (high first), then fair share (the team's GPU share in use,
-   relative to its guarantee, low first), then age (old first);
-4. calls ``scheduler.schedule(snapshot, pending, profile)``;
-5. applies the decision's evictions (preempted jobs go RUNNING -> REQUEUED -> QUEUED), then
-   persists: each placed job moves QUEUED -> ADMITTED with its Task rows (``job-<id>-<index>``) and a
-   bind is enqueued on commit; each unplaced job keeps QUEUED with ``pending_reason`` saying its queue
-   position and why it did not fit.
+1. takes the scheduling lease (``jobs.lease``: short, renewed, owner token, compare-and-delete; if
+   another cycle holds it, this call only leaves a "run again" mark that the holder honours before
+   letting go); the persist step is fenced (``lease.check()``): a cycle that lost its lease binds
+   nothing;
+2. builds the policy's view (``build_view``): the backend's snapshot plus the placements of ADMITTED
+   jobs whose tasks the backend does not show yet (decided, bind pending, never given away twice);
+   the QUEUED jobs as ``JobRequest`` with their attained service from the run ledger
+   (``quotas.RunUsage``); the RUNNING/STARTING jobs as ``RunningJob`` (current run's start,
+   placements); the completed jobs' service history (Gittins index); ``now`` from ``clock()``;
+3. places migrated jobs that are QUEUED again on their planned target first, while it still fits;
+4. calls ``scheduler.policy.plan_cycle(view, get_policy(settings.SCHEDULER_POLICY))``, the call the
+   simulator makes;
+5. applies the decision: evictions and migrations move RUNNING -> PREEMPTING (an event naming the
+   rule and the preemptor; ``backend.preempt_job(id, grace)`` sends SIGTERM; ``preemptions`` + 1, a
+   migration also ``migrations`` + 1 and its target kept in ``planned_placement``); each placed job
+   moves QUEUED -> ADMITTED with its Task rows (``job-<id>-<index>``) and a bind enqueued on commit,
+   unless its placement uses GPUs that a job being preempted still holds; every waiting job gets
+   ``pending_reason`` ("#N in queue (<order rule>): <why>") and ``queue_position``.
+
+Preemption is asynchronous: the victim keeps its GPUs through its grace period, and ``jobs.sync``
+moves it PREEMPTING -> REQUEUED -> QUEUED once the backend reports its tasks stopped. Meanwhile its
+preemptor waits QUEUED ("waiting for preempted job X to stop"), first in the queue and left out of the
+policy's queue (else each cycle of the grace would choose more victims for it); the cycle after the
+victims stopped offers it again and the policy places it on what they freed. A migration is therefore
+placed on its target by the first cycle that finds it QUEUED again, not by the cycle that decided it
+(its old GPUs are not free before the grace ends); if the target is taken by then, the policy places
+it afresh. Rounds (the policy's periodic rules) run once per ``ROUND_S`` of the clock, like the
+simulator's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import uuid
+import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
+from django.db.models import F
 
-from jobs import dispatch
+from jobs import dispatch, heartbeat, lease
 from jobs.cluster import get_backend
+from jobs.faults import fault_point
 from jobs.models import Job, Task, TaskPhase
 from jobs.profiling_services import fill_running_task_profiles, solo_profiles_for_jobs
 from jobs.services import job_transition
-from jobs.states import HOLDS_PLACEMENT, JobStatus
+from jobs.states import JobStatus
 from quotas.models import Quota
+from quotas.selectors import attained_gpu_seconds
+from quotas.services import las_gpus
 from scheduler import framework, profiles
 from scheduler.backends.base import ClusterBackend
-from scheduler.model import ClusterSnapshot, JobRequest, Placement, TaskRequest
+from scheduler.model import ClusterSnapshot, Decision, JobRequest, Placement, TaskRequest
+from scheduler.policy import PolicyView, RunningJob, get_policy, plan_cycle
 
 logger = logging.getLogger(__name__)
 
-LOCK_KEY = "jobs:scheduling-cycle:lock"
 RERUN_KEY = "jobs:scheduling-cycle:rerun"
-# Longer than any sane cycle; if a worker dies holding the lock, the next cycle runs after this.
-LOCK_TIMEOUT_S = 120
+# The "go again" mark outlives no lease holder for long: beat runs a cycle every few seconds anyway.
+RERUN_TIMEOUT_S = 60
 MAX_RERUNS = 3
 ACTOR = "scheduler"
+# The simulator's round interval: preemption, unpacking and drains are considered this often.
+ROUND_S = 360.0
+ROUND_KEY = "jobs:scheduling-cycle:round"
+QUEUE_ORDER_KEY = "jobs:scheduling-cycle:queue-order"
+# Completed jobs whose attained service feeds the Gittins index (the latest ones).
+HISTORY_JOBS = 5000
+# Kept across cycles of this process: the policy's cross-cycle cache (interference verdicts).
+_MEMO: dict[str, Any] = {}
 
 
 @dataclass
@@ -59,10 +90,32 @@ def task_name(job_id: int, index: int) -> str:
     return f"job-{job_id}-{index}"
 
 
-def job_request(job: Job, profile: dict[str, float | str] | None = None) -> JobRequest:
+def clock() -> float:
+    """The cycle's time (seconds since the epoch). Module-level so that a replay with a virtual clock
+    can set ``jobs.scheduling.clock`` (and tests can inject time)."""
+    return time.time()
+
+
+def _now() -> float:
+    # Looked up at call time, so an assignment to ``jobs.scheduling.clock`` takes effect.
+    return float(globals()["clock"]())
+
+
+def _expected_duration(job: Job) -> float | None:
+    """What SJF-style rules may know of a job's length: its own limit, else (simulated backend) the
+    duration it was given, which is the oracle the simulator's SJF uses too."""
+    if job.max_runtime_seconds:
+        return float(job.max_runtime_seconds)
+    return float(job.sim_duration_seconds) if job.sim_duration_seconds else None
+
+
+def job_request(
+    job: Job, profile: dict[str, float | str] | None = None, *, attained_gpu_s: float | None = None
+) -> JobRequest:
     """The scheduler's view of a job: one TaskRequest per replica, a gang.
 
     ``profile``: the job's measured solo profile (``jobs.profiling_services``), {} when unknown.
+    ``attained_gpu_s``: its attained service over finished runs (default: ``Job.attained_gpu_seconds``).
     """
     shared = not job.gpus and bool(job.gpu_milli)
     tasks = [
@@ -90,28 +143,156 @@ def job_request(job: Job, profile: dict[str, float | str] | None = None) -> JobR
         slowdown_tolerance=job.slowdown_tolerance,
         profile=dict(profile or {}),
         hints=hints,
+        attained_gpu_s=job.attained_gpu_seconds if attained_gpu_s is None else attained_gpu_s,
+        preemptible=job.preemptible,
+        min_runtime_s=float(job.min_runtime_seconds),
+        allow_sharing=job.allow_sharing,
+        group=job.image.name,
+        expected_duration_s=_expected_duration(job),
     )
 
 
-def team_shares() -> dict[int, float]:
-    """Each team's GPU use in placement-holding states, relative to its guarantee (fair share key)."""
-    used: dict[int, int] = defaultdict(int)
-    for job in Job.objects.filter(status__in=[s.value for s in HOLDS_PLACEMENT]).only(
-        "team_id", "gpus", "gpu_milli", "replicas"
-    ):
-        used[job.team_id] += job.total_gpu_milli
+def active_policy() -> Any:
+    """The policy named by ``SCHEDULER_POLICY``; a ``SCHEDULER_PROFILE`` other than ``default``
+    replaces its placement profile (the policy's rules stay; only node and GPU choice change)."""
+    policy = get_policy(settings.SCHEDULER_POLICY)
+    name = settings.SCHEDULER_PROFILE
+    if name and name != "default" and dataclasses.is_dataclass(policy) and hasattr(policy, "profile"):
+        policy = dataclasses.replace(policy, profile=profiles.get_profile(name))  # type: ignore[type-var]
+    return policy
+
+
+def grace_seconds(job: Job) -> float:
+    """SIGTERM-to-SIGKILL grace of ``job``: its own, else the platform default."""
+    if job.preemption_grace_seconds is not None:
+        return float(job.preemption_grace_seconds)
+    return float(settings.PREEMPTION_GRACE_SECONDS)
+
+
+def _service_history(policy: object) -> Any:
+    """Attained service of the latest completed jobs, per class, for the Gittins index; None when
+    the policy library has no service history."""
+    try:
+        from scheduler.policy.queue_sort import ServiceHistory  # type: ignore[import-not-found]
+    except ImportError:
+        from scheduler.sim.priority import ServiceHistory
+    history = ServiceHistory()
+    done = (
+        Job.objects.filter(status=JobStatus.SUCCEEDED.value)
+        .order_by("-finished_at", "-id")
+        .values_list("attained_gpu_seconds", "image__name", "gpus", "gpu_milli", "replicas")[:HISTORY_JOBS]
+    )
+    for attained, group, gpus, gpu_milli, replicas in reversed(list(done)):
+        history.add((group, las_gpus(gpus=gpus, gpu_milli=gpu_milli, replicas=replicas)), float(attained))
+    return history
+
+
+def _borrowed(running: list[tuple[Job, float]]) -> set[int]:
+    """Running jobs beyond their team's guarantee (the newest runs of a team borrow first)."""
     guarantees = dict(Quota.objects.values_list("team_id", "guaranteed_gpu_milli"))
-    # Without a guarantee, a team's raw use (in GPUs) is its share; with one, use / guarantee.
-    return {team: milli / (guarantees.get(team) or 1000) for team, milli in used.items()}
+    held: dict[int, int] = defaultdict(int)
+    borrowed: set[int] = set()
+    for job, _started in sorted(running, key=lambda item: (item[1], item[0].pk)):
+        held[job.team_id] += job.total_gpu_milli
+        if held[job.team_id] > guarantees.get(job.team_id, 0):
+            borrowed.add(job.pk)
+    return borrowed
 
 
-def order_queue(jobs: list[Job]) -> list[Job]:
-    """Priority (high first), then fair share (least-served team first), then age (oldest first)."""
-    shares = team_shares()
-    return sorted(
-        jobs,
-        key=lambda j: (-j.priority, shares.get(j.team_id, 0.0), j.submitted_at or j.created_at, j.pk),
+def _running_jobs(snapshot: ClusterSnapshot, now: float) -> list[RunningJob]:
+    """RUNNING and STARTING jobs, with their current run's start and placements (backend first)."""
+    jobs = list(
+        Job.objects.filter(status__in=[JobStatus.RUNNING.value, JobStatus.STARTING.value])
+        .select_related("team", "user", "image")
+        .prefetch_related("tasks")
     )
+    if not jobs:
+        return []
+    attained = attained_gpu_seconds(job_ids=[j.pk for j in jobs])
+    by_job: dict[str, list[Placement]] = defaultdict(list)
+    for placement in snapshot.running:
+        by_job[placement.job_id].append(placement)
+    # A STARTING job's run has not begun: it counts from now (min_runtime protects it).
+    starts = [(j, j.run_started_at.timestamp() if j.run_started_at else now) for j in jobs]
+    borrowed = _borrowed(starts)
+    running = []
+    for job, started in starts:
+        placements = by_job.get(str(job.pk)) or [_task_placement(job, t) for t in job.tasks.all()]
+        running.append(
+            RunningJob(
+                request=job_request(job, attained_gpu_s=attained.get(job.pk, 0.0)),
+                placements=placements,
+                started_at=started,
+                borrowed=job.pk in borrowed,
+            )
+        )
+    return running
+
+
+def _task_placement(job: Job, task: Task) -> Placement:
+    return Placement(
+        job_id=str(job.pk),
+        task_id=task.name,
+        node=task.node,
+        gpu_indices=tuple(task.gpu_indices),
+        gpu_milli=task.gpu_milli,
+        gpu_memory_mib=task.gpu_memory_mib,
+        cpu_milli=job.cpu_milli,
+        memory_mib=job.memory_mib,
+        reason=task.placement_reason,
+        predicted_slowdown=task.predicted_slowdown,
+    )
+
+
+def _is_round(now: float) -> bool:
+    """Whether the periodic rules (preemption, unpacking, drains) run in this cycle: once per
+    ``ROUND_S`` window of the clock, as the simulator's rounds."""
+    window = int(now // ROUND_S)
+    if cache.get(ROUND_KEY) == window:
+        return False
+    cache.set(ROUND_KEY, window, timeout=None)
+    return True
+
+
+@dataclass
+class CycleView:
+    """What one cycle decided on: the policy's view, and the waiting jobs by id."""
+
+    view: PolicyView
+    queued: dict[str, Job]
+    # Waiting for preempted jobs to stop (left out of the policy's queue): job id -> victims.
+    held: dict[int, list[int]]
+
+
+def build_view(backend: ClusterBackend, *, now: float | None = None, rounds: bool | None = None) -> CycleView:
+    """The policy's view from the backend (nodes, running placements) and the database (queue with
+    attained service, running jobs, completed jobs' service history)."""
+    now = _now() if now is None else now
+    snapshot = backend.snapshot()
+    snapshot.now = now
+    _add_pending_binds(snapshot)
+    fill_running_task_profiles(snapshot)
+    queued = list(Job.objects.filter(status=JobStatus.QUEUED.value).select_related("team", "user", "image"))
+    # A preemptor whose victims still hold their GPUs waits for them, out of the policy's queue: were
+    # it offered again, the policy would pick more victims for it every cycle of the grace period.
+    held: dict[int, list[int]] = defaultdict(list)
+    waiting_for = Job.objects.filter(status=JobStatus.PREEMPTING.value, preempted_for__isnull=False)
+    for victim_id, preemptor_id in waiting_for.values_list("pk", "preempted_for_id"):
+        held[preemptor_id].append(victim_id)
+    offered = [j for j in queued if j.pk not in held]
+    attained = attained_gpu_seconds(job_ids=[j.pk for j in offered])
+    solo = solo_profiles_for_jobs(offered)
+    policy = active_policy()
+    view = PolicyView(
+        snapshot=snapshot,
+        queue=[job_request(j, solo.get(j.pk), attained_gpu_s=attained.get(j.pk, 0.0)) for j in offered],
+        running=_running_jobs(snapshot, now),
+        now=now,
+        rounds=_is_round(now) if rounds is None else rounds,
+        history=_service_history(policy),
+        memo=_MEMO,
+    )
+    return CycleView(view=view, queued={str(j.pk): j for j in queued}, held=dict(held))
 
 
 def _add_pending_binds(snapshot: ClusterSnapshot) -> None:
@@ -140,17 +321,18 @@ def _add_pending_binds(snapshot: ClusterSnapshot) -> None:
         snapshot.running.append(placement)
 
 
-def _persist_placement(job: Job, placements: list[Placement]) -> bool:
+def _persist_placement(job: Job, placements: list[Placement], *, why: str = "placed") -> bool:
     """QUEUED -> ADMITTED with Task rows, atomically; False if the job left QUEUED meanwhile."""
     placements = sorted(placements, key=lambda p: int(p.task_id.rsplit("-", 1)[1]))
     where = ", ".join(f"{p.node} GPU {list(p.gpu_indices)}" for p in placements)
     first_reason = placements[0].reason if placements else ""
+    fault_point("cycle.mid")
     with transaction.atomic():
         moved = job_transition(
             job=job,
             to=JobStatus.ADMITTED,
             actor=ACTOR,
-            reason=f"placed on {where}" + (f" ({first_reason})" if first_reason else ""),
+            reason=f"{why} on {where}" + (f" ({first_reason})" if first_reason else ""),
             expected_from=JobStatus.QUEUED,
         )
         if not moved:
@@ -174,101 +356,272 @@ def _persist_placement(job: Job, placements: list[Placement]) -> bool:
                     "finished_at": None,
                 },
             )
+        # Fencing: last thing before the commit, so a cycle that lost its lease persists nothing.
+        lease.check()
         dispatch.request_bind(job.pk)
     return True
 
 
-def _apply_evictions(backend: ClusterBackend, task_names: list[str]) -> list[int]:
-    """Preempt the jobs of evicted tasks: delete them on the backend, RUNNING -> REQUEUED -> QUEUED.
+def _fits(snapshot: ClusterSnapshot, placements: list[Placement]) -> bool:
+    """Whether ``placements`` fit on the snapshot's free capacity now (no GPU oversubscribed)."""
+    nodes = {n.name: n for n in snapshot.nodes}
+    cpu: dict[str, int] = defaultdict(int)
+    mem: dict[str, int] = defaultdict(int)
+    milli: dict[tuple[str, int], int] = defaultdict(int)
+    gpu_mem: dict[tuple[str, int], int] = defaultdict(int)
+    for p in placements:
+        node = nodes.get(p.node)
+        if node is None or not node.schedulable or any(i >= len(node.gpus) for i in p.gpu_indices):
+            return False
+        cpu[p.node] += p.cpu_milli
+        mem[p.node] += p.memory_mib
+        for i in p.gpu_indices:
+            milli[(p.node, i)] += p.gpu_milli
+            gpu_mem[(p.node, i)] += p.gpu_memory_mib
+    for name, need in cpu.items():
+        node = nodes[name]
+        if node.used_cpu_milli + need > node.cpu_milli or node.used_memory_mib + mem[name] > node.memory_mib:
+            return False
+    for (name, i), need in milli.items():
+        gpu = nodes[name].gpus[i]
+        if gpu.used_milli + need > 1000:
+            return False
+        if gpu.memory_mib and gpu.used_memory_mib + gpu_mem[(name, i)] > gpu.memory_mib:
+            return False
+    return True
 
-    A gang is evicted whole (one evicted task stops its job). Runs before the decision's placements
-    are persisted, so the freed GPUs are free by the time the preemptor's bind runs.
-    """
-    if not task_names:
-        return []
-    job_ids = set(Task.objects.filter(name__in=task_names).values_list("job_id", flat=True))
-    evicted = []
-    live = [JobStatus.STARTING.value, JobStatus.RUNNING.value]
-    for job in Job.objects.filter(pk__in=job_ids, status__in=live):
-        source = JobStatus(job.status)
-        backend.delete_job(str(job.pk))
-        with transaction.atomic():
-            if job_transition(
-                job=job,
-                to=JobStatus.REQUEUED,
-                actor=ACTOR,
-                reason="preempted by higher-priority work",
-                expected_from=source,
-            ):
-                job_transition(
-                    job=job,
-                    to=JobStatus.QUEUED,
-                    actor=ACTOR,
-                    reason="requeued after preemption",
-                    expected_from=JobStatus.REQUEUED,
+
+def _planned(job: Job) -> list[Placement]:
+    """The migration target remembered on ``job``, as placements (task ids of this job only)."""
+    out = []
+    for raw in job.planned_placement or []:
+        try:
+            out.append(
+                Placement(
+                    job_id=str(job.pk),
+                    task_id=str(raw["task_id"]),
+                    node=str(raw["node"]),
+                    gpu_indices=tuple(int(i) for i in raw.get("gpu_indices", ())),
+                    gpu_milli=int(raw.get("gpu_milli", 0)),
+                    gpu_memory_mib=int(raw.get("gpu_memory_mib", 0)),
+                    cpu_milli=int(raw.get("cpu_milli", 0)),
+                    memory_mib=int(raw.get("memory_mib", 0)),
+                    reason=str(raw.get("reason", "")),
+                    predicted_slowdown=raw.get("predicted_slowdown"),
                 )
-                evicted.append(job.pk)
-    return evicted
+            )
+        except (KeyError, TypeError, ValueError):
+            return []
+    return out if len(out) == job.replicas else []
 
 
-def _cycle_once(backend: ClusterBackend) -> CycleResult:
-    result = CycleResult()
-    queued = list(Job.objects.filter(status=JobStatus.QUEUED.value).select_related("team", "user", "image"))
-    if not queued:
-        return result
-    snapshot = backend.snapshot()
-    _add_pending_binds(snapshot)
-    ordered = order_queue(queued)
-    profile = profiles.get_profile(settings.SCHEDULER_PROFILE)
-    # Solo profiles measured for the same image + command (issue 4) feed interference prediction:
-    # the queued jobs' go into JobRequest.profile, the running tasks' into snapshot.task_profiles.
-    # Jobs never profiled get {} and interference-aware plugins fall back to their declared share.
-    solo = solo_profiles_for_jobs(ordered)
-    fill_running_task_profiles(snapshot)
-    decision = framework.schedule(snapshot, [job_request(j, solo.get(j.pk)) for j in ordered], profile)
-    result.evicted = _apply_evictions(backend, decision.evictions)
-    position = 0
-    for job in ordered:
-        placements = decision.placements_for(str(job.pk))
-        if placements and len(placements) == job.replicas:
-            if _persist_placement(job, placements):
-                result.admitted.append(job.pk)
+def _place_planned(cycle: CycleView, result: CycleResult) -> None:
+    """Migrated jobs back in the queue go to their planned target first, while it still fits."""
+    snapshot = cycle.view.snapshot
+    placed: set[str] = set()
+    for job_id, job in cycle.queued.items():
+        if not job.planned_placement or job.pk in cycle.held:
             continue
+        target = _planned(job)
+        if target and _fits(snapshot, target):
+            target = [replace(p, reason=p.reason or "the migration's planned target") for p in target]
+            if _persist_placement(job, target, why="migrated to its planned target"):
+                nodes = {n.name: n for n in snapshot.nodes}
+                for p in target:
+                    framework.reserve(nodes[p.node], p)
+                    snapshot.running.append(p)
+                result.admitted.append(job.pk)
+                placed.add(job_id)
+        # Tried once: if the target no longer fits, the policy places the job like any other.
+        Job.objects.filter(pk=job.pk).update(planned_placement=[])
+    cycle.view.queue = [r for r in cycle.view.queue if r.job_id not in placed]
+
+
+def _preempt(
+    backend: ClusterBackend,
+    job: Job,
+    *,
+    rule: str,
+    preemptor: Job | None,
+    reason: str,
+    target: list[Placement] | None = None,
+) -> bool:
+    """RUNNING -> PREEMPTING (event naming the rule and the preemptor), then SIGTERM with the job's
+    grace period on the backend. A migration also remembers its planned target. Returns False when
+    the job was no longer RUNNING."""
+    by = f" for job {preemptor.pk}" if preemptor is not None else ""
+    kind = "migrated" if target is not None else "preempted"
+    why = f"{kind} by rule {rule}{by}" + (f": {reason}" if reason else "")
+    grace = grace_seconds(job)
+    with transaction.atomic():
+        if not job_transition(
+            job=job, to=JobStatus.PREEMPTING, actor=ACTOR, reason=why[:2000], expected_from=JobStatus.RUNNING
+        ):
+            return False
+        counters: dict[str, Any] = {
+            "preemption_rule": rule[:40],
+            "preempted_for": preemptor,
+            "preemptions": F("preemptions") + 1,
+        }
+        if target is not None:
+            counters["migrations"] = F("migrations") + 1
+            counters["planned_placement"] = [p.to_dict() for p in target]
+        Job.objects.filter(pk=job.pk).update(**counters)
+    # After the commit: the sync that sees the tasks stop must find the job PREEMPTING.
+    stop = getattr(backend, "preempt_job", None)
+    if stop is None:  # a backend without the checkpoint contract: stop at once
+        backend.delete_job(str(job.pk))
+    else:
+        stop(str(job.pk), grace)
+    logger.info("job %s %s (rule %s%s, grace %ss)", job.pk, kind, rule, by, grace)
+    return True
+
+
+def _apply_preemptions(
+    backend: ClusterBackend, decision: Decision, cycle: CycleView
+) -> dict[int, int | None]:
+    """Evictions and migrations of the decision: victim job id -> its preemptor's job id (or None)."""
+    ids = {int(e.job_id) for e in decision.evictions if e.job_id.isdigit()}
+    ids |= {int(m.job_id) for m in decision.migrations if m.job_id.isdigit()}
+    named = [e.preemptor for e in decision.evictions] + [m.preemptor for m in decision.migrations]
+    preemptors = {int(x) for x in named if x.isdigit()}
+    if not ids:
+        return {}
+    jobs = Job.objects.in_bulk(ids | preemptors)
+    done: dict[int, int | None] = {}
+    for eviction in decision.evictions:
+        victim = jobs.get(int(eviction.job_id)) if eviction.job_id.isdigit() else None
+        if victim is None or victim.pk in done:
+            continue
+        preemptor = jobs.get(int(eviction.preemptor)) if eviction.preemptor.isdigit() else None
+        if _preempt(backend, victim, rule=eviction.rule, preemptor=preemptor, reason=eviction.reason):
+            done[victim.pk] = preemptor.pk if preemptor else None
+    for migration in decision.migrations:
+        victim = jobs.get(int(migration.job_id)) if migration.job_id.isdigit() else None
+        if victim is None or victim.pk in done:
+            continue
+        preemptor = jobs.get(int(migration.preemptor)) if migration.preemptor.isdigit() else None
+        # An empty ``to`` leaves the new place to the same cycle's placement pass.
+        target = list(migration.to) or decision.placements_for(migration.job_id)
+        if _preempt(
+            backend, victim, rule=migration.rule, preemptor=preemptor, reason=migration.reason, target=target
+        ):
+            done[victim.pk] = preemptor.pk if preemptor else None
+    return done
+
+
+def _on_victims(placements: list[Placement], victims: list[Placement]) -> list[str]:
+    """Job ids of ``victims`` that still hold a GPU (or, for a CPU-only task, the node) of
+    ``placements``."""
+    held = {(v.node, i): v.job_id for v in victims for i in v.gpu_indices}
+    nodes = {v.node: v.job_id for v in victims}
+    hit: list[str] = []
+    for p in placements:
+        for key in [(p.node, i) for i in p.gpu_indices] if p.gpu_indices else []:
+            if key in held and held[key] not in hit:
+                hit.append(held[key])
+        if not p.gpu_indices and p.node in nodes and nodes[p.node] not in hit:
+            hit.append(nodes[p.node])
+    return hit
+
+
+def _record_waiting(job: Job, position: int, reason: str) -> None:
+    reason = reason[:500]
+    Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED.value).exclude(
+        pending_reason=reason, queue_position=position
+    ).update(pending_reason=reason, queue_position=position)
+
+
+def _cycle_once(backend: ClusterBackend, now: float | None = None) -> CycleResult:
+    result = CycleResult()
+    if not Job.objects.filter(status=JobStatus.QUEUED.value).exists():
+        return result
+    cycle = build_view(backend, now=now)
+    _place_planned(cycle, result)
+    view = cycle.view
+    decision = plan_cycle(view, active_policy())
+    order = decision.queue_order or "the policy's order"
+    cache.set(QUEUE_ORDER_KEY, order, timeout=None)
+    preempted = _apply_preemptions(backend, decision, cycle)
+    result.evicted = list(preempted)
+    # GPUs of jobs being preempted (this cycle or earlier) stay taken until their tasks stop.
+    stopping_ids = {str(pk) for pk in preempted}
+    stopping_ids |= {
+        str(pk) for pk in Job.objects.filter(status=JobStatus.PREEMPTING.value).values_list("pk", flat=True)
+    }
+    victims = [p for p in view.snapshot.running if p.job_id in stopping_ids]
+    waiting_on: dict[int, list[str]] = {pk: [str(v) for v in vs] for pk, vs in cycle.held.items()}
+    for victim, preemptor in preempted.items():
+        if preemptor is not None:
+            waiting_on.setdefault(preemptor, []).append(str(victim))
+    # Preemptors waiting for their victims come first: the GPUs being freed are theirs.
+    position = 0
+    for job_id in sorted(waiting_on, key=lambda pk: pk):
+        job = cycle.queued.get(str(job_id))
+        if job is None or job.pk in result.admitted:
+            continue
+        if decision.placements_for(str(job_id)) and not _on_victims(
+            decision.placements_for(str(job_id)), victims
+        ):
+            continue  # placed on free GPUs after all: persisted below
         position += 1
-        why = decision.unschedulable.get(str(job.pk), "waiting for resources")
-        reason = f"#{position} in queue: {why}"[:500]
-        Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED.value).exclude(pending_reason=reason).update(
-            pending_reason=reason
-        )
+        names = ", ".join(sorted(set(waiting_on[job_id]), key=int))
+        reason = f"#{position} in queue ({order}): waiting for preempted job {names} to stop"
+        _record_waiting(job, position, reason)
+        result.pending[job.pk] = reason
+    ranked = sorted(
+        (r for r in view.queue if r.job_id in cycle.queued and int(r.job_id) not in result.pending),
+        key=lambda r: decision.positions.get(r.job_id, 10**9),
+    )
+    for request in ranked:
+        job = cycle.queued[request.job_id]
+        placements = decision.placements_for(request.job_id)
+        if placements and len(placements) == job.replicas:
+            blocked = _on_victims(placements, victims)
+            if not blocked:
+                if _persist_placement(job, placements):
+                    result.admitted.append(job.pk)
+                continue
+            why = f"waiting for preempted job {', '.join(sorted(blocked, key=int))} to stop"
+        else:
+            why = decision.unschedulable.get(request.job_id, "waiting for resources")
+        position += 1
+        reason = f"#{position} in queue ({order}): {why}"
+        _record_waiting(job, position, reason)
         result.pending[job.pk] = reason
     return result
 
 
 def run_scheduling_cycle(*, backend: ClusterBackend | None = None) -> CycleResult | None:
-    """Run one cycle under the single-flight lock. Returns None when another cycle held the lock.
+    """Run one cycle under the scheduling lease (jobs.lease). Returns None when another cycle holds it.
 
     Triggers that arrive while a cycle runs are not lost: they set a mark and the running cycle goes
-    round again (at most MAX_RERUNS times; beat covers the rest).
+    round again (at most MAX_RERUNS times; beat covers the rest). A cycle that loses its lease midway
+    stops at once: what it persisted before is valid (it held the lease then), the rest is left to the
+    next holder.
     """
-    token = uuid.uuid4().hex
-    if not cache.add(LOCK_KEY, token, timeout=LOCK_TIMEOUT_S):
-        cache.set(RERUN_KEY, 1, timeout=LOCK_TIMEOUT_S)
-        return None
-    try:
+    dispatch.cycle_started()
+    with lease.held() as holding:
+        if holding is None:
+            cache.set(RERUN_KEY, 1, timeout=RERUN_TIMEOUT_S)
+            return None
         backend = backend or get_backend()
         total = CycleResult()
-        for _ in range(1 + MAX_RERUNS):
-            cache.delete(RERUN_KEY)
-            result = _cycle_once(backend)
-            total.admitted += result.admitted
-            total.evicted += result.evicted
-            total.pending = result.pending
-            if not cache.get(RERUN_KEY):
-                break
+        try:
+            for _ in range(1 + MAX_RERUNS):
+                cache.delete(RERUN_KEY)
+                result = _cycle_once(backend)
+                total.admitted += result.admitted
+                total.evicted += result.evicted
+                total.pending = result.pending
+                if not cache.get(RERUN_KEY):
+                    break
+        except lease.LeaseLost:
+            logger.warning(
+                "scheduling cycle stopped: it lost its lease (admitted so far: %s)", total.admitted
+            )
+            return total
+        heartbeat.beat("cycle")
         if total.admitted:
             logger.info("scheduling cycle admitted jobs %s", total.admitted)
         return total
-    finally:
-        # Only release our own lock (it may have expired and been taken by another cycle).
-        if cache.get(LOCK_KEY) == token:
-            cache.delete(LOCK_KEY)

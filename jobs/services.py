@@ -152,7 +152,9 @@ QUEUED_REASON = "Waiting for the next scheduling cycle."
 # Cancelling these needs nothing from the cluster: no task was ever bound.
 STOP_DIRECTLY = frozenset({JobStatus.DRAFT, JobStatus.SUBMITTED, JobStatus.QUEUED, JobStatus.REQUEUED})
 # Cancelling these must delete tasks on the backend first (STOPPING, then the stop task ends it).
-STOP_VIA_BACKEND = frozenset({JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING})
+STOP_VIA_BACKEND = frozenset(
+    {JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING, JobStatus.PREEMPTING}
+)
 
 
 class JobConflict(Exception):

@@ -14,6 +14,12 @@
   - all tasks running/done   -> STARTING -> RUNNING;
   - no task known any more: left to the reconciler (``jobs.reconcile``), which treats it as a
     PLATFORM failure after ``RECONCILE_LOST_GRACE_SECONDS``, retried as ``max_retries`` allows;
+* PREEMPTING jobs (``_sync_preempting``): once every task stopped (finished, or gone from the
+  backend) the job goes PREEMPTING -> REQUEUED -> QUEUED (reasons name the rule and the preemptor),
+  its finished tasks are deleted on the backend (same names next run; the checkpoint folder stays) and
+  a cycle is requested; a job that ended by itself during its grace (every task SUCCEEDED, or one
+  FAILED without the backend's "preempted" mark) ends SUCCEEDED or FAILED instead; tasks still
+  running ``PREEMPT_KILL_SLACK_S`` after the grace are deleted (the backend did not kill them);
 * STOPPING jobs: ``job_stop`` (delete on the backend, then STOPPED) in case a stop message was lost;
 * tasks of jobs that already ended (STOPPED/FAILED) but still run on the backend are deleted.
 
@@ -63,6 +69,9 @@ LOST_GRACE_S = 60.0
 RETRYABLE_CATEGORIES = frozenset({FailureCategory.PLATFORM.value, FailureCategory.HARDWARE.value})
 OPEN_PHASES = (TaskPhase.PENDING.value, TaskPhase.STARTING.value, TaskPhase.RUNNING.value)
 CANCELLED_MESSAGE = "stopped: the job was cancelled"
+# Beyond its grace, how long a preempted job's tasks may still be reported running before the sync
+# deletes them (the backend's kill may have been lost).
+PREEMPT_KILL_SLACK_S = 60.0
 
 
 @dataclass
@@ -181,6 +190,69 @@ def _sync_job(result: SyncResult, job: Job, statuses: list[TaskStatus], backend:
         _move(result, job, JobStatus.SUCCEEDED, source, f"all {job.replicas} task(s) exited with code 0")
 
 
+def _preemption_text(job: Job) -> str:
+    rule = job.preemption_rule or "preemption"
+    by = f" for job {job.preempted_for_id}" if job.preempted_for_id else ""
+    return f"rule {rule}{by}"
+
+
+def _sync_preempting(
+    result: SyncResult, job: Job, statuses: list[TaskStatus], backend: ClusterBackend, grace: float
+) -> None:
+    """PREEMPTING: wait for the tasks to stop, then requeue (or end, if the job ended by itself)."""
+    _update_tasks(job, statuses)
+    source = JobStatus.PREEMPTING
+    running = [st for st in statuses if not st.phase.finished]
+    if running:
+        since = job.preempted_at or job.updated_at
+        if (timezone.now() - since).total_seconds() > grace + PREEMPT_KILL_SLACK_S:
+            logger.warning("job %s still runs %ss after its preemption grace: deleting it", job.pk, grace)
+            backend.delete_job(str(job.pk))
+        return
+    preempted = [st for st in statuses if st.message.startswith("preempted")]
+    own_failure = [st for st in statuses if st.phase is TaskPhase.FAILED and st not in preempted]
+    what = _preemption_text(job)
+    if statuses and not preempted and len(statuses) >= job.replicas and not own_failure:
+        if _move(
+            result,
+            job,
+            JobStatus.SUCCEEDED,
+            source,
+            f"all {job.replicas} task(s) exited with code 0 during the preemption grace ({what})",
+        ):
+            Job.objects.filter(pk=job.pk).update(planned_placement=[])
+        return
+    if own_failure and not preempted:
+        first = own_failure[0]
+        category = first.failure_category or FailureCategory.USER.value
+        if category not in RETRYABLE_CATEGORIES:
+            if _move(result, job, JobStatus.FAILED, source, _failure_text(first, category), category):
+                end_open_tasks(job_id=job.pk, message=f"stopped: task {first.task_id} failed")
+                Job.objects.filter(pk=job.pk).update(planned_placement=[])
+            return
+    # Finished tasks keep their names on the backend (Kubernetes pods, local folders): clear them so
+    # the next run can be bound under the same names. The checkpoint folder is kept by the backend.
+    backend.delete_job(str(job.pk))
+    waited = (timezone.now() - job.preempted_at).total_seconds() if job.preempted_at else 0.0
+    with transaction.atomic():
+        if not _move(
+            result,
+            job,
+            JobStatus.REQUEUED,
+            source,
+            f"preempted ({what}); its tasks stopped after {waited:.0f} s of its {grace:g} s grace",
+        ):
+            return
+        end_open_tasks(job_id=job.pk, message=f"preempted: {what}")
+        _move(
+            result,
+            job,
+            JobStatus.QUEUED,
+            JobStatus.REQUEUED,
+            f"requeued after preemption ({what}); it resumes from its checkpoint when placed again",
+        )
+
+
 def job_stop(*, job_id: int, backend: ClusterBackend | None = None) -> bool:
     """Delete a STOPPING job's tasks on the backend, then STOPPING -> STOPPED. Idempotent."""
     job = Job.objects.filter(pk=job_id).first()
@@ -222,6 +294,11 @@ def sync_status(*, backend: ClusterBackend | None = None) -> SyncResult:
     active = Job.objects.filter(status__in=[JobStatus.STARTING.value, JobStatus.RUNNING.value])
     for job in active.prefetch_related("tasks"):
         _sync_job(result, job, by_job.get(str(job.pk), []), backend)
+
+    from jobs.scheduling import grace_seconds
+
+    for job in Job.objects.filter(status=JobStatus.PREEMPTING.value).prefetch_related("tasks"):
+        _sync_preempting(result, job, by_job.get(str(job.pk), []), backend, grace_seconds(job))
 
     for job_id in Job.objects.filter(status=JobStatus.STOPPING.value).values_list("pk", flat=True):
         if job_stop(job_id=job_id, backend=backend):
