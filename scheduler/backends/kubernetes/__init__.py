@@ -23,7 +23,7 @@ def create_kubernetes_backend(
     ``~/.kube/config`` when None). With neither given, inside a pod (``$KUBERNETES_SERVICE_HOST`` set,
     no kubeconfig file) the service account is used, so the platform can call this with just the
     namespace and scheduler name. ``options`` go to ``KubernetesBackend`` (e.g. ``gpu_resource_name``,
-    ``watch_timeout_s``). A missing or broken configuration raises PermanentBackendError (one line).
+    ``watch_timeout_s``, ``checkpoint_volume``). A missing or broken configuration raises PermanentBackendError (one line).
     """
     import kubernetes.client
     import kubernetes.config

@@ -13,6 +13,12 @@ How it maps the protocol (scheduler/backends/base.py) onto the API:
 - ``task_statuses()``: a pod cache kept current by a watch resumed from the last resourceVersion; a 410
   Gone (history compacted) or any broken watch falls back to a fresh list.
 - ``delete_job()``: deletes the job's pods and Service; 404 means already gone.
+- ``preempt_job()``: marks the job's live pods ``gpu-platform.io/preempted`` and deletes them with
+  ``gracePeriodSeconds`` = the grace (the kubelet sends SIGTERM, then SIGKILL when it ends). While they
+  terminate they still hold their GPUs; once stopped or gone they are reported FAILED with a message
+  starting "preempted" (to a process that saw them before they went). The Service stays for the next
+  run. Every pod mounts the job's sub-folder of ``KUBERNETES_CHECKPOINT_VOLUME`` (a PVC or a hostPath)
+  at ``/checkpoints`` = ``CHECKPOINT_DIR``, and a resumed run (``spec.resume``) gets ``RESUME=1``.
 - ``logs()``: the main container's log through the API.
 
 Faults: 5xx, 429 and network errors are retried with exponential backoff (``sleep`` is injectable) and
@@ -75,6 +81,7 @@ class KubernetesBackend:
         gpu_resource_name: str | None = None,
         image_pull_secret: str | None = None,
         mps_pipe_directory: str | None = None,
+        checkpoint_volume: str | None = None,
         cluster_scope: bool = True,
         max_attempts: int = 5,
         backoff_s: float = 0.5,
@@ -91,6 +98,10 @@ class KubernetesBackend:
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
+        try:
+            volume = p.parse_checkpoint_volume(checkpoint_volume)
+        except ValueError as exc:
+            raise PermanentBackendError(f"KUBERNETES_CHECKPOINT_VOLUME: {exc}") from None
         self.api = kubernetes.client.CoreV1Api(api_client)
         self.namespace = namespace
         self.scheduler_name = scheduler_name
@@ -100,6 +111,7 @@ class KubernetesBackend:
             gpu_resource_name=gpu_resource_name,
             image_pull_secret=image_pull_secret,
             mps_pipe_directory=mps_pipe_directory,
+            checkpoint_volume=volume,
         )
         self.cluster_scope = cluster_scope
         self.max_attempts = max_attempts
@@ -427,7 +439,9 @@ class KubernetesBackend:
             self._deleting.discard(name)
             return
         status = p.task_status(pod)
-        if not status.phase.finished:
+        if p.is_preempted(pod):
+            status = p.preempted_status(pod, status)
+        elif not status.phase.finished:
             status.phase = TaskPhase.FAILED
             status.failure_category = "PLATFORM"
             status.message = "the pod was deleted outside the platform"
@@ -523,6 +537,37 @@ class KubernetesBackend:
             tolerate=(404,),
         )
         self._lost = {name: s for name, s in self._lost.items() if s.job_id != job_id}
+
+    def preempt_job(self, job_id: str, grace_seconds: float) -> None:
+        """Delete the job's live pods with ``gracePeriodSeconds`` (SIGTERM, grace, SIGKILL by the
+        kubelet) after marking them preempted; idempotent, returns without waiting (see the module
+        docstring). Finished pods and pods already terminating are left as they are."""
+        grace = p.grace_period(grace_seconds)
+        for pod in self._job_pods(job_id):
+            meta = pod.get("metadata") or {}
+            if p.is_finished(pod) or meta.get("deletionTimestamp"):
+                continue
+            name = _name(pod)
+            patched = self._call(
+                f"mark pod {name} preempted",
+                self.api.patch_namespaced_pod,
+                name,
+                self.namespace,
+                {"metadata": {"annotations": {c.ANN_PREEMPTED: str(grace)}}},
+                tolerate=(404,),
+            )
+            if isinstance(patched, _Tolerated):
+                continue  # gone meanwhile: nothing left to stop
+            # Cached with its mark, so the pod's disappearance reads as preempted, not lost.
+            self._pods[name] = self._sanitize(patched)
+            self._call(
+                f"delete pod {name}",
+                self.api.delete_namespaced_pod,
+                name,
+                self.namespace,
+                grace_period_seconds=grace,
+                tolerate=(404,),
+            )
 
     def logs(self, job_id: str, task_id: str) -> str:
         """The task's output so far (the last ``log_tail_lines`` lines); "" before it starts or after

@@ -44,6 +44,10 @@ ANN_PLACEMENT = PREFIX + "placement"
 ANN_GANG = PREFIX + "gang"
 ANN_TEAM = PREFIX + "team"
 ANN_USER = PREFIX + "user"
+# Set on a pod just before preempt_job deletes it: its grace seconds. A pod that goes away carrying it
+# was preempted (its job will resume), not lost.
+ANN_PREEMPTED = PREFIX + "preempted"
+ANN_RESUME = PREFIX + "resume"
 # KAI-Scheduler's request annotations, accepted on outside pods.
 KAI_GPU_FRACTION = "gpu-fraction"
 KAI_GPU_MEMORY = "gpu-memory"

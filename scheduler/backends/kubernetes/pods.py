@@ -8,17 +8,45 @@ from __future__ import annotations
 
 import calendar
 import json
+import math
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.backends.base import TaskPhase, TaskSpec, TaskStatus
+from scheduler.backends.base import PREEMPTED_PREFIX, TaskPhase, TaskSpec, TaskStatus
 from scheduler.backends.kubernetes import contract as c
 from scheduler.backends.kubernetes.nodes import cpu_milli, memory_mib
 from scheduler.model import GPU_MILLI, Placement, TaskRequest
 
 CONTAINER = "main"
 DEFAULT_MASTER_PORT = 29500
+# Where the checkpoint volume is mounted: the folder the standard images keep for it (CHECKPOINT_DIR).
+CHECKPOINT_MOUNT = "/checkpoints"
+CHECKPOINT_VOLUME = "checkpoint"
+CHECKPOINT_KINDS = ("pvc", "hostPath")
+
+
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+def parse_checkpoint_volume(value: str | None) -> tuple[str, str] | None:
+    """``KUBERNETES_CHECKPOINT_VOLUME``: ``pvc:<claim>`` or ``hostPath:<absolute dir>``; empty means
+    none (checkpoints then live in the container and do not survive a preemption). Raises ValueError
+    with a one-line message for anything else."""
+    if not value:
+        return None
+    kind, sep, target = value.partition(":")
+    if not sep or kind not in CHECKPOINT_KINDS or not target.strip():
+        raise ValueError(
+            f"checkpoint volume {value!r} must be pvc:<claim name> or hostPath:<absolute folder>"
+        )
+    if kind == "hostPath" and not target.startswith("/"):
+        raise ValueError(f"checkpoint volume {value!r}: a hostPath must be an absolute folder")
+    if kind == "pvc" and not _SUBDOMAIN.fullmatch(target):
+        raise ValueError(f"checkpoint volume {value!r}: {target!r} is not a valid claim name")
+    return kind, target
+
 
 # Waiting reasons that mean the image will not come (the kubelet would retry for ever).
 IMAGE_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull"})
@@ -41,6 +69,8 @@ class PodOptions:
     image_pull_secret: str | None = None
     # Host directory of the MPS control daemon's pipes, mounted into shared-GPU pods when set.
     mps_pipe_directory: str | None = None
+    # (kind, target) from parse_checkpoint_volume: where CHECKPOINT_DIR lives across a job's runs.
+    checkpoint_volume: tuple[str, str] | None = None
 
 
 def job_labels(job_id: str) -> dict[str, str]:
@@ -100,6 +130,7 @@ def pod_body(
     env: dict[str, str] = dict(spec.env)
     env.update(c.gpu_environment(placement, uuids))
     env.update({"GPU_PLATFORM_JOB_ID": spec.job_id, "GPU_PLATFORM_TASK_ID": spec.task_id})
+    env.update(checkpoint_env(spec))
     annotations = {
         c.ANN_JOB_ID: spec.job_id,
         c.ANN_TASK_ID: spec.task_id,
@@ -107,11 +138,14 @@ def pod_body(
         c.ANN_WORLD_SIZE: str(spec.world_size),
         c.ANN_TEAM: spec.team,
         c.ANN_USER: spec.user,
+        c.ANN_RESUME: "true" if spec.resume else "false",
     }
     annotations.update(c.assignment_annotations(placement, uuids))
     pod_spec: dict[str, Any] = {
         "schedulerName": options.scheduler_name,
         "restartPolicy": "Never",
+        # The kubelet's SIGTERM-to-SIGKILL window on delete: the job's time to write a checkpoint.
+        "terminationGracePeriodSeconds": grace_period(spec.grace_seconds),
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
         "securityContext": {
@@ -146,11 +180,17 @@ def pod_body(
     if options.image_pull_secret:
         pod_spec["imagePullSecrets"] = [{"name": options.image_pull_secret}]
     if options.mps_pipe_directory and 0 < placement.gpu_milli < GPU_MILLI:
-        pod_spec["volumes"] = [
+        pod_spec.setdefault("volumes", []).append(
             {"name": "mps-pipe", "hostPath": {"path": options.mps_pipe_directory, "type": "Directory"}}
-        ]
-        container["volumeMounts"] = [{"name": "mps-pipe", "mountPath": options.mps_pipe_directory}]
+        )
+        container.setdefault("volumeMounts", []).append(
+            {"name": "mps-pipe", "mountPath": options.mps_pipe_directory}
+        )
         container["env"].append({"name": "CUDA_MPS_PIPE_DIRECTORY", "value": options.mps_pipe_directory})
+    if options.checkpoint_volume:
+        volume, mount = checkpoint_volume(spec, options.checkpoint_volume)
+        pod_spec.setdefault("volumes", []).append(volume)
+        container.setdefault("volumeMounts", []).append(mount)
     if spec.world_size > 1:
         # hostname + subdomain give every rank a stable DNS name under the job's headless Service.
         pod_spec["hostname"] = rank_hostname(spec.rank)
@@ -171,6 +211,52 @@ def pod_body(
         },
         "spec": pod_spec,
     }
+
+
+def grace_period(seconds: float) -> int:
+    """Whole seconds for terminationGracePeriodSeconds / gracePeriodSeconds (the API takes integers;
+    rounded up so a job never gets less than it was promised)."""
+    return max(0, math.ceil(seconds))
+
+
+def checkpoint_subpath(spec: TaskSpec) -> str:
+    """The job's folder inside the checkpoint volume: ``spec.checkpoint_dir`` when the platform named
+    one, else ``jobs/<job>``; the same for every rank and every run, so a resumed run finds it."""
+    return spec.checkpoint_dir.strip("/") or f"jobs/{c.label_value(spec.job_id)}"
+
+
+def checkpoint_env(spec: TaskSpec) -> dict[str, str]:
+    env = {"CHECKPOINT_DIR": CHECKPOINT_MOUNT, "PREEMPTION_GRACE_SECONDS": f"{spec.grace_seconds:g}"}
+    if spec.resume:
+        env["RESUME"] = "1"
+    return env
+
+
+def checkpoint_volume(spec: TaskSpec, volume: tuple[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(pod volume, container mount) of the checkpoint volume, mounted with the job's sub-folder only:
+    a job never sees another job's checkpoints."""
+    kind, target = volume
+    source: dict[str, Any] = (
+        {"persistentVolumeClaim": {"claimName": target}}
+        if kind == "pvc"
+        else {"hostPath": {"path": target, "type": "DirectoryOrCreate"}}
+    )
+    mount = {"name": CHECKPOINT_VOLUME, "mountPath": CHECKPOINT_MOUNT, "subPath": checkpoint_subpath(spec)}
+    return {"name": CHECKPOINT_VOLUME, **source}, mount
+
+
+def preempted_status(pod: dict[str, Any], status: TaskStatus) -> TaskStatus:
+    """A pod preempt_job deleted, once it has stopped (finished or gone): FAILED with no category and
+    a message starting "preempted", whatever its container's exit code was."""
+    grace = ((pod.get("metadata") or {}).get("annotations") or {}).get(c.ANN_PREEMPTED, "")
+    status.phase = TaskPhase.FAILED
+    status.failure_category = ""
+    status.message = f"{PREEMPTED_PREFIX}: the pod was deleted with a grace period of {grace or '?'} s"
+    return status
+
+
+def is_preempted(pod: dict[str, Any]) -> bool:
+    return c.ANN_PREEMPTED in ((pod.get("metadata") or {}).get("annotations") or {})
 
 
 def service_body(job_id: str, options: PodOptions) -> dict[str, Any]:
@@ -294,6 +380,8 @@ def task_status(pod: dict[str, Any]) -> TaskStatus:
         result.phase = TaskPhase.RUNNING
     elif spec.get("nodeName"):
         result.phase = TaskPhase.STARTING
+    if result.phase.finished and is_preempted(pod):
+        return preempted_status(pod, result)
     return result
 
 

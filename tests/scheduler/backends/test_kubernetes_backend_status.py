@@ -202,7 +202,8 @@ def test_a_pod_deleted_behind_the_platforms_back_fails_its_task_at_the_next_resy
 def test_cancel_deletes_the_jobs_pods_and_service_and_forgets_them(emu: Emulator) -> None:
     backend = make_backend(emu)
     specs = [TaskSpec(job_id="d", task_id=f"d-{r}", rank=r, world_size=2, image="img") for r in range(2)]
-    backend.bind_job(specs, [Placement("d", f"d-{r}", "gpu-1", (r,), gpu_milli=1000) for r in range(2)])
+    # Half of GPU 0 each: GPU 1 stays free for the job that must survive (bind re-checks capacity).
+    backend.bind_job(specs, [Placement("d", f"d-{r}", "gpu-1", (0,), gpu_milli=500) for r in range(2)])
     other = start_task(backend, "keep")
     assert len(backend.task_statuses()) == 3
 
