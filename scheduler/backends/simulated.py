@@ -704,6 +704,29 @@ class SimulatedBackend:
                     break
         return min(times) if times else None
 
+    def utilisation(self) -> tuple[float, float]:
+        """(allocated GPUs, useful GPUs) now: milli-GPU held / 1000, and the simulator's useful
+        throughput, each task's GPUs times its rate (a shared task counts one GPU at its rate)."""
+        state = self._load()
+        now = self.clock()
+        alloc = useful = 0.0
+        for task in self._active(state, now):
+            gpus = len(task["gpu_indices"])
+            alloc += gpus * task["gpu_milli"] / GPU_MILLI
+            if now >= self._running_at(task):
+                useful += (gpus if task["gpu_milli"] >= GPU_MILLI else 1) * float(task.get("rate", 1.0))
+        return alloc, useful
+
+    def shared_gpus(self) -> int:
+        """GPUs with two or more live tenants now."""
+        state = self._load()
+        count: dict[tuple[str, int], int] = {}
+        for task in self._active(state, self.clock()):
+            if task["gpu_milli"] < GPU_MILLI:
+                for i in task["gpu_indices"]:
+                    count[(task["node"], i)] = count.get((task["node"], i), 0) + 1
+        return sum(1 for c in count.values() if c > 1)
+
     def delete_job(self, job_id: str) -> None:
         with self._mutate() as state:
             gone = [t for t in state["tasks"].values() if t["job_id"] == job_id]

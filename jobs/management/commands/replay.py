@@ -1,0 +1,177 @@
+"""``manage.py replay``: drive the platform through a job trace on a virtual clock (see jobs.replay).
+
+Example::
+
+    python manage.py replay --trace ../shared/data/traces/philly/philly_jobs_2017-09-04_to_2017-11-30.csv \
+        --cluster philly-256 --policy ours --start 10000 --limit 400 --seed 0 --json /tmp/replay.json
+
+Runs in a temporary database made for the run (SQLite in memory with the default settings; a
+``test_*`` database on PostgreSQL) and dropped afterwards; ``--use-configured-db`` writes into the
+configured database instead. ``--compare`` also runs ``python -m scheduler simulate``'s simulator on
+the same slice, cluster, seed and policy, and writes both side by side with their ratios. Bad input is
+one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
+
+from jobs.replay import ReplayConfig, ReplayError, run_replay, sim_config
+from scheduler.datapaths import default_data_dir
+
+COMPARED = (
+    "avg_jct_s",
+    "p99_jct_s",
+    "median_jct_s",
+    "avg_queueing_s",
+    "makespan_s",
+    "preemptions",
+    "migrations",
+)
+
+
+def _git_commit() -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out + ("-dirty" if dirty else "")
+
+
+def simulate(config: ReplayConfig) -> dict[str, Any]:
+    """The simulator's summary for the replay's slice, cluster, seed and policy."""
+    from scheduler.sim.runner import load_inputs, run_policies
+
+    trace, spec, perf = load_inputs(config.trace, config.cluster, config.data_dir, config.seed)
+    report, _ = run_policies(
+        trace, spec, perf, [config.policy], sim_config(config), limit=config.limit, start=config.start
+    )
+    summary: dict[str, Any] = report["policies"][config.policy]
+    return summary
+
+
+class Command(BaseCommand):
+    help = (
+        "Replay a job trace through the platform (services, database, cycle, bind, sync, simulated backend)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--trace", required=True, help="Philly, ITP or Sia/Pollux trace CSV")
+        parser.add_argument("--cluster", required=True, help="simulator cluster spec name or YAML file")
+        parser.add_argument(
+            "--policy", required=True, help="k8s, fifo, sjf, tiresias, gandiva, gpushare, ours"
+        )
+        parser.add_argument("--limit", type=int, default=None, help="replay only N jobs")
+        parser.add_argument(
+            "--start", type=int, default=0, help="skip the first N jobs (a slice starts at 0)"
+        )
+        parser.add_argument("--seed", type=int, default=0, help="seed of the job-type draw (default 0)")
+        parser.add_argument("--json", required=True, metavar="OUT.json")
+        parser.add_argument(
+            "--data", type=Path, default=None, help="shared data folder (default ../shared/data)"
+        )
+        parser.add_argument("--grace-seconds", type=float, default=0.0, help="preemption grace (default 0)")
+        parser.add_argument("--compare", action="store_true", help="also run the simulator; write both")
+        parser.add_argument("--use-configured-db", action="store_true", help="write into the configured DB")
+        parser.add_argument("--quiet", action="store_true")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        if opts["limit"] is not None and opts["limit"] <= 0:
+            raise CommandError("--limit must be a positive integer", returncode=2)
+        if opts["start"] < 0:
+            raise CommandError("--start must be >= 0", returncode=2)
+        if opts["grace_seconds"] < 0:
+            raise CommandError("--grace-seconds must be >= 0", returncode=2)
+        data = opts["data"] or default_data_dir()
+        quiet = opts["quiet"]
+        # One line per submitted and admitted job is noise here (thousands of them).
+        for name in ("audit", "jobs", "quotas"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+        def progress(done: int, total: int) -> None:
+            if not quiet and (done == total or done % 50 == 0):
+                print(f"replay: {done}/{total} jobs finished", file=sys.stderr, flush=True)
+
+        config = ReplayConfig(
+            trace=Path(opts["trace"]),
+            cluster=opts["cluster"],
+            policy=opts["policy"],
+            data_dir=Path(data),
+            seed=opts["seed"],
+            start=opts["start"],
+            limit=opts["limit"],
+            grace_s=opts["grace_seconds"],
+            progress=progress,
+        )
+        old_name = None
+        if not opts["use_configured_db"]:
+            old_name = connection.settings_dict["NAME"]
+            connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+        try:
+            cpu0 = time.process_time()
+            try:
+                outcome = run_replay(config)
+            except ReplayError as exc:
+                raise CommandError(str(exc), returncode=2) from None
+            replay = outcome.summary()
+            replay["cpu_s"] = round(time.process_time() - cpu0, 3)
+        finally:
+            if old_name is not None:
+                connection.creation.destroy_test_db(old_name, verbosity=0)
+        report: dict[str, Any] = {
+            "trace": str(config.trace),
+            "first_job": config.start,
+            "jobs": len(outcome.jobs),
+            "cluster": {"name": outcome.spec.name, "total_gpus": outcome.spec.total_gpus},
+            "policy": config.policy,
+            "seed": config.seed,
+            "config": {
+                "cycle_s": config.cycle_s,
+                "round_s": config.round_s,
+                "grace_s": config.grace_s,
+                "restart_penalty_s": config.restart_penalty_s,
+                "slowdown_tolerance": config.slowdown_tolerance,
+            },
+            "commit": _git_commit(),
+            "database": connection.vendor,
+            "replay": replay,
+        }
+        if opts["compare"]:
+            sim = simulate(config)
+            report["simulator"] = {k: v for k, v in sim.items() if k not in ("timeline", "jct_cdf_s")}
+            report["ratio_replay_to_simulator"] = {
+                k: (replay[k] / sim[k] if sim.get(k) else None) for k in COMPARED if k in sim and k in replay
+            }
+        out = Path(opts["json"])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=1, default=float) + "\n")
+        line = (
+            f"replay {config.policy}: {replay['jobs']} jobs, avg JCT {replay['avg_jct_s'] / 3600:.3f} h, "
+            f"p99 {replay['p99_jct_s'] / 3600:.2f} h, preemptions {replay['preemptions']}, "
+            f"migrations {replay['migrations']}, {replay['cpu_s']:.1f} CPU-s"
+        )
+        if "simulator" in report:
+            sim_s = report["simulator"]
+            line += (
+                f" | simulator avg JCT {sim_s['avg_jct_s'] / 3600:.3f} h, preemptions {sim_s['preemptions']}, "
+                f"migrations {sim_s['migrations']}"
+            )
+        self.stdout.write(line)
