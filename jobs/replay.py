@@ -48,7 +48,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.db.models import Sum
@@ -568,4 +567,3 @@ def sim_config(config: ReplayConfig) -> SimConfig:
         preempt_penalty_s=config.restart_penalty_s,
         slowdown_tolerance=config.slowdown_tolerance,
     )
-
