@@ -95,6 +95,29 @@ def safe_name(name: str) -> str:
     return f"{cleaned}-{hashlib.sha1(name.encode()).hexdigest()[:10]}"
 
 
+def parse_uid_range(text: str) -> tuple[int, int] | None:
+    """``LOCAL_JOB_UID_RANGE``: ``"first-last"`` (inclusive, unprivileged: first >= 1000), or empty
+    for none. Raises ValueError with a one-line message otherwise."""
+    if not text.strip():
+        return None
+    first, sep, last = text.strip().partition("-")
+    try:
+        low, high = int(first), int(last)
+    except ValueError:
+        raise ValueError(f"uid range {text!r} must be FIRST-LAST, e.g. 3000000-3099999") from None
+    if not sep or not 1000 <= low <= high < 2**32 - 1:
+        raise ValueError(f"uid range {text!r} must be FIRST-LAST with 1000 <= FIRST <= LAST < 4294967295")
+    return low, high
+
+
+def _reachable_by_others(path: Path) -> bool:
+    """Whether any user may traverse ``path`` and every folder above it."""
+    try:
+        return all(p.stat().st_mode & stat.S_IXOTH for p in [path, *path.parents])
+    except OSError:
+        return False
+
+
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -531,6 +554,8 @@ class LocalBackend:
                 if identity and not container
                 else None,
             )
+            if identity and not container:
+                env["PATH"] = self._job_path(env.get("PATH", ""))
             runner.write_json(
                 task_dir / runner.TASK_FILE,
                 {
@@ -619,6 +644,27 @@ class LocalBackend:
         for folder in (self.work_dir, self.jobs_dir):
             folder.mkdir(parents=True, exist_ok=True)
             os.chmod(folder, 0o711)  # traverse, never list: job ids are easy to guess
+
+    def _job_path(self, path: str) -> str:
+        """PATH for a job user: the platform's entries that others can reach (the platform's own
+        Python often lives in root's private home, e.g. pyenv under /root), and, when that leaves no
+        ``python`` but a ``python3``, a folder of ours where ``python`` is that ``python3`` (what
+        ``["python", "train.py"]`` means on a machine whose only shared Python is the system's)."""
+        entries = [e for e in path.split(os.pathsep) if e and _reachable_by_others(Path(e))]
+        if not any(os.access(Path(e) / "python", os.X_OK) for e in entries):
+            python3 = next((Path(e) / "python3" for e in entries if (Path(e) / "python3").is_file()), None)
+            if python3 is not None:
+                shim = self.work_dir / "bin"
+                shim.mkdir(exist_ok=True)
+                os.chmod(shim, 0o755)
+                link = shim / "python"
+                if not link.is_symlink() or os.readlink(link) != str(python3):
+                    tmp = shim / f".python-{os.getpid()}"
+                    tmp.unlink(missing_ok=True)
+                    tmp.symlink_to(python3)
+                    os.replace(tmp, link)
+                entries.append(str(shim))
+        return os.pathsep.join(entries)
 
     def _make_dir(self, path: Path, mode: int, owner: JobIdentity | None) -> Path:
         path.mkdir(parents=True, exist_ok=True)

@@ -218,3 +218,17 @@ def test_binding_refuses_a_job_user_that_does_not_exist(site: Path) -> None:
 
     with pytest.raises(PermanentBackendError, match="does not exist; create it"):
         missing.bind(spec("60", [JOB_PY, "-c", "pass"]), placement("60"))
+
+
+def test_a_job_user_finds_a_python_it_may_run_even_when_the_platforms_lives_in_a_private_home(
+    backend: LocalBackend,
+) -> None:
+    which = ["python", "-c", "import os, sys; print(sys.executable); print(os.environ['PATH'])"]
+    backend.bind(spec("70", which), placement("70"))
+
+    st = finished(backend, "70")
+
+    assert st.phase is TaskPhase.SUCCEEDED, backend.logs("70", "job-70-0")
+    executable, path = backend.logs("70", "job-70-0").splitlines()[:2]
+    assert not executable.startswith("/root/")
+    assert all(not entry.startswith("/root/") for entry in path.split(os.pathsep))
