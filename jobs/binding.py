@@ -16,6 +16,8 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
+from django.conf import settings
+
 from jobs import dispatch
 from jobs.cluster import get_backend
 from jobs.faults import fault_point
@@ -38,6 +40,12 @@ BindOutcome = Literal["bound", "skipped", "requeued", "failed"]
 
 
 def task_spec(job: Job, task: Task) -> TaskSpec:
+    """What the backend starts for ``task``. The checkpoint contract (DESIGN.md §5b): every run after
+    the job's first (a retry, a preemption or a migration) resumes (RESUME=1 in the task's env); the
+    grace is the job's own or the platform's PREEMPTION_GRACE_SECONDS; the checkpoint folder is the
+    backend's per-job one (``checkpoint_dir`` left empty)."""
+    grace = getattr(job, "preemption_grace_seconds", None)
+    earlier_runs = job.retries + getattr(job, "preemptions", 0) + getattr(job, "migrations", 0)
     return TaskSpec(
         job_id=str(job.pk),
         task_id=task.name,
@@ -52,6 +60,8 @@ def task_spec(job: Job, task: Task) -> TaskSpec:
         team=job.team.slug,
         user=job.user.username,
         attempt=job.retries,
+        resume=earlier_runs > 0,
+        grace_seconds=float(settings.PREEMPTION_GRACE_SECONDS if grace is None else grace),
     )
 
 

@@ -196,3 +196,80 @@ def check_local_backend(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
             )
         )
     return errors
+
+
+@register(Tags.security)
+def check_local_isolation(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """With CLUSTER_BACKEND=local: as root, the job user must exist, the uid range parse and the work
+    folder be reachable by it (outside var/); not root, jobs would run as the platform's own user:
+    a one-line warning in development, an error under production settings unless
+    LOCAL_TRUSTED_USERS=1 (docs/local-backend.md, "Threat model")."""
+    if settings.CLUSTER_BACKEND != "local":
+        return []
+    import pwd
+    import stat
+
+    from scheduler.backends.local import parse_uid_range
+
+    user = settings.LOCAL_JOB_USER
+    if os.geteuid() != 0 or not user:
+        if settings.LOCAL_TRUSTED_USERS:
+            return []
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        why = "not root, so it cannot switch to LOCAL_JOB_USER" if user else "LOCAL_JOB_USER is empty"
+        if settings.LOCAL_ISOLATION_REQUIRED:
+            return [
+                Error(
+                    f"the local backend would run every job as the platform's own user {me!r} ({why}), "
+                    "so any job could read its database and secrets; refusing to start",
+                    hint="Run the platform as root (jobs then run as their own uid), or set "
+                    "LOCAL_TRUSTED_USERS=1 if only trusted users can submit jobs.",
+                    id="jobs.E018",
+                )
+            ]
+        return [
+            Warning(
+                f"jobs run as the platform's own user {me!r} ({why}): only trusted users may submit jobs",
+                hint="Run as root to isolate jobs, or set LOCAL_TRUSTED_USERS=1 to silence this.",
+                id="jobs.W011",
+            )
+        ]
+    errors: list[CheckMessage] = []
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        errors.append(
+            Error(
+                f"LOCAL_JOB_USER {user!r} does not exist",
+                hint=f"`make run` creates it when run as root; or: useradd --system --no-create-home "
+                f"--shell /usr/sbin/nologin {user}",
+                id="jobs.E019",
+            )
+        )
+    try:
+        parse_uid_range(settings.LOCAL_JOB_UID_RANGE)
+    except ValueError as exc:
+        errors.append(Error(f"LOCAL_JOB_UID_RANGE: {exc}", id="jobs.E020"))
+    work = Path(settings.LOCAL_WORK_DIR).expanduser().resolve()
+    var = Path(settings.VAR_DIR).resolve()
+    if work == var or var in work.parents:
+        errors.append(
+            Error(
+                f"LOCAL_WORK_DIR {work} is inside the platform's private {var}: jobs running as their "
+                "own uid could not reach their folders",
+                hint="Put LOCAL_WORK_DIR outside VAR_DIR (the default is a folder beside it).",
+                id="jobs.E021",
+            )
+        )
+    for folder in work.parents:
+        if folder.exists() and not folder.stat().st_mode & stat.S_IXOTH:
+            errors.append(
+                Error(
+                    f"LOCAL_WORK_DIR {work}: {folder} is mode {stat.S_IMODE(folder.stat().st_mode):04o}, "
+                    "so job users cannot reach their folders",
+                    hint="Allow others to traverse it (chmod o+x) or move LOCAL_WORK_DIR.",
+                    id="jobs.E022",
+                )
+            )
+            break
+    return errors

@@ -14,6 +14,7 @@ The other backends are imported lazily, so their client libraries are only neede
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 from django.conf import settings
@@ -46,7 +47,9 @@ def get_backend(name: str | None = None) -> ClusterBackend:
     if name == "kubernetes":
         factory = _optional_factory("scheduler.backends.kubernetes", "create_kubernetes_backend")
         return factory(
-            namespace=settings.KUBERNETES_NAMESPACE, scheduler_name=settings.KUBERNETES_SCHEDULER_NAME
+            namespace=settings.KUBERNETES_NAMESPACE,
+            scheduler_name=settings.KUBERNETES_SCHEDULER_NAME,
+            checkpoint_volume=getattr(settings, "KUBERNETES_CHECKPOINT_VOLUME", "") or None,
         )
     if name == "local":
         factory = _optional_factory("scheduler.backends.local", "create_local_backend")
@@ -63,8 +66,24 @@ def get_backend(name: str | None = None) -> ClusterBackend:
             containers_mode=settings.LOCAL_CONTAINERS,
             docker_host=settings.LOCAL_DOCKER_HOST,
             passthrough_env=tuple(settings.LOCAL_PASSTHROUGH_ENV),
+            **local_job_identity(),
         )
     raise BackendNotAvailable(f"unknown CLUSTER_BACKEND {name!r}; known: {', '.join(KNOWN_BACKENDS)}")
+
+
+def local_job_identity() -> dict[str, Any]:
+    """``job_user`` and ``job_uid_range`` for the local backend: jobs switch users only when the
+    platform runs as root (anyone else cannot; jobs.checks warns or refuses then)."""
+    from scheduler.backends.local import parse_uid_range
+
+    user = getattr(settings, "LOCAL_JOB_USER", "")
+    if not user or os.geteuid() != 0:
+        return {}
+    try:
+        uids = parse_uid_range(getattr(settings, "LOCAL_JOB_UID_RANGE", ""))
+    except ValueError as exc:
+        raise BackendNotAvailable(f"LOCAL_JOB_UID_RANGE: {exc}") from None
+    return {"job_user": user, "job_uid_range": uids}
 
 
 def _topology_summary(topology: Any) -> Any:

@@ -11,7 +11,8 @@ Contract (DESIGN.md §4), shared by the REST API, the browser form and the CLI:
 - ``preemptible`` / ``min_runtime_seconds``: whether the policy may stop the job for another one, and
   not before its current run is this old; ``preemption_grace_seconds``: SIGTERM to SIGKILL (DESIGN.md
   §5b). ``allow_sharing``: a job of one whole GPU per replica that may be packed onto a share.
-- ``env``: names match ``[A-Za-z_][A-Za-z0-9_]*``; names the platform sets itself are reserved.
+- ``env``: names match ``[A-Za-z_][A-Za-z0-9_]*``; names the platform sets itself are reserved, and
+  loader variables (``scheduler.backends.base.is_loader_env``: LD_*, PYTHONSTARTUP, ...) refused.
 - Every string and list has an upper bound, so one request cannot store megabytes.
 """
 
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, fields
+
+from scheduler.backends.base import is_loader_env
 
 MAX_NAME = 100
 MAX_ARG = 4096
@@ -125,6 +128,11 @@ def validate_job_spec(spec: JobSpec) -> dict[str, list[str]]:
                 errors.setdefault("env", []).append(f"{str(key)[:60]!r} is not a valid variable name.")
             elif RESERVED_ENV.match(key):
                 errors.setdefault("env", []).append(f"{key} is set by the platform and cannot be overridden.")
+            elif is_loader_env(key):
+                errors.setdefault("env", []).append(
+                    f"{key} changes how programs are loaded and is not allowed "
+                    "(LD_*, PYTHONSTARTUP, PYTHONHOME and others: see docs/local-backend.md)."
+                )
             if not isinstance(value, str):
                 errors.setdefault("env", []).append(f"The value of {str(key)[:60]!r} must be a string.")
             elif len(value) > MAX_ENV_VALUE or "\x00" in value:

@@ -102,6 +102,9 @@ def local_backend(settings: Any, tmp_path: Path, virtual_gpus: int) -> Iterator[
     settings.LOCAL_VIRTUAL_GPUS = virtual_gpus
     settings.LOCAL_CONTAINERS = "never"
     settings.LOCAL_STOP_GRACE_SECONDS = 0.5
+    # tmp_path is root's 0700 folder: no job user could reach it. Switching users is tested in
+    # tests/scheduler/backends/test_local_backend_isolation.py.
+    settings.LOCAL_JOB_USER = ""
     settings.CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": str(tmp_path)}
     }

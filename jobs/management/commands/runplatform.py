@@ -95,6 +95,33 @@ class Command(BaseCommand):
             if isinstance(path, str):
                 Path(path).mkdir(parents=True, exist_ok=True)
         Path(settings.SIM_STATE_PATH).parent.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0 and settings.CLUSTER_BACKEND == "local" and settings.LOCAL_JOB_USER:
+            self._prepare_job_user(var)
+
+    def _prepare_job_user(self, var: Path) -> None:
+        """As root, jobs run as LOCAL_JOB_USER's group with their own uid (docs/local-backend.md):
+        create the account when missing, and make var/ (database, credentials) private to root."""
+        import pwd
+
+        user = settings.LOCAL_JOB_USER
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            created = subprocess.run(
+                ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if created.returncode != 0:
+                detail = (created.stderr or created.stdout).strip().splitlines()
+                raise SystemExit(
+                    f"cannot create job user {user!r}: {detail[-1] if detail else created.returncode}"
+                ) from None
+            self.stdout.write(
+                f"Created the job user {user!r} (jobs run with its group and a uid of their own)."
+            )
+        var.chmod(0o700)
 
     def _child_env(self, root: Path) -> dict[str, str]:
         env = dict(os.environ)

@@ -12,6 +12,8 @@ CSRF_COOKIE_SECURE = True
 # TLS ends at a proxy that says so in X-Forwarded-Proto; requests that arrive over plain HTTP are
 # redirected, except the health probe, which kubelets and load balancers call on the pod directly.
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# The local backend must not run untrusted users' jobs as the platform's own user (jobs.checks).
+LOCAL_ISOLATION_REQUIRED = True
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
 SECURE_REDIRECT_EXEMPT = [r"^api/v1/health/?$"]
 # HSTS: browsers then refuse plain HTTP to this host for a year. DJANGO_SECURE_HSTS_SECONDS=0 turns
