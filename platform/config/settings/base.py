@@ -274,13 +274,18 @@ SIM_CLUSTER = env_str("SIM_CLUSTER", "demo")
 SIM_STATE_PATH = env_str("SIM_STATE_PATH", str(VAR_DIR / "simulated-cluster.json"))
 KUBERNETES_NAMESPACE = env_str("KUBERNETES_NAMESPACE", "gpu-jobs")
 KUBERNETES_SCHEDULER_NAME = env_str("KUBERNETES_SCHEDULER_NAME", "gpu-platform-scheduler")
+# Where pods keep CHECKPOINT_DIR across a job's runs: "pvc:<claim>" or "hostPath:<dir>" (per-job
+# subPath); empty: inside the container, lost on preemption (docs/kubernetes.md).
+KUBERNETES_CHECKPOINT_VOLUME = env_str("KUBERNETES_CHECKPOINT_VOLUME", "")
 # Local backend (CLUSTER_BACKEND=local): this machine is the one node and tasks really run on it,
 # each in a folder under LOCAL_WORK_DIR (see docs/local-backend.md). GPUs come from NVML when a driver
 # is present (LOCAL_GPUS=auto), else LOCAL_VIRTUAL_GPUS virtual GPUs marked as such ("virtual" forces
 # them, "nvml" refuses to start without a driver). LOCAL_CONTAINERS: "auto" runs a job in Docker when
 # an engine is reachable and already has the job's image, "always" requires Docker, "never" uses
 # processes only. LOCAL_CPU_MILLI / LOCAL_MEMORY_MIB = 0 means "what the machine has".
-LOCAL_WORK_DIR = env_str("LOCAL_WORK_DIR", str(VAR_DIR / "local-tasks"))
+# Beside var/, not in it: jobs running as their own uid must traverse the folders above their task
+# folders, and var/ (database, credentials) is private to the platform (docs/local-backend.md).
+LOCAL_WORK_DIR = env_str("LOCAL_WORK_DIR", str(VAR_DIR.parent / f"{VAR_DIR.name}-jobs"))
 LOCAL_NODE_NAME = env_str("LOCAL_NODE_NAME", "")
 LOCAL_GPUS = env_str("LOCAL_GPUS", "auto")
 LOCAL_VIRTUAL_GPUS = env_int("LOCAL_VIRTUAL_GPUS", 2)
@@ -293,6 +298,13 @@ LOCAL_CONTAINERS = env_str("LOCAL_CONTAINERS", "auto")
 LOCAL_DOCKER_HOST = env_str("LOCAL_DOCKER_HOST", "")
 # Extra variables of the platform's environment that tasks inherit (besides PATH, HOME, LANG, ...).
 LOCAL_PASSTHROUGH_ENV = env_list("LOCAL_PASSTHROUGH_ENV", [])
+# Isolation (docs/local-backend.md, "Threat model"): when the platform runs as root, jobs run as
+# LOCAL_JOB_USER's group with a uid of their own from LOCAL_JOB_UID_RANGE ("" = all as LOCAL_JOB_USER).
+# Not root: jobs run as the platform's user; production refuses that unless LOCAL_TRUSTED_USERS=1.
+LOCAL_JOB_USER = env_str("LOCAL_JOB_USER", "gpujob")
+LOCAL_JOB_UID_RANGE = env_str("LOCAL_JOB_UID_RANGE", "3000000-3099999")
+LOCAL_TRUSTED_USERS = env_bool("LOCAL_TRUSTED_USERS", False)
+LOCAL_ISOLATION_REQUIRED = False  # production settings: True
 API_TOKEN_TTL_DAYS = env_int("API_TOKEN_TTL_DAYS", 90)
 
 LOGGING = {
