@@ -4,17 +4,20 @@ reaches the logs endpoint's selector, and cancel stops the process."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jobs import scheduling, selectors, sync
-from jobs.binding import job_bind
-from jobs.cluster import cluster_view
-from jobs.models import Job
+from jobs import checks, scheduling, selectors, sync
+from jobs.binding import job_bind, task_spec
+from jobs.cluster import cluster_view, get_backend
+from jobs.models import Job, Task
 from jobs.services import job_cancel
 from jobs.states import JobStatus
 from scheduler.backends.local import LocalBackend
@@ -97,3 +100,102 @@ def test_the_cluster_view_marks_a_node_without_a_driver_as_virtual(local) -> Non
     [node] = view["nodes"]
     assert node["name"] == "lab-server" and node["virtual"] is True
     assert [g["uuid"] for g in node["gpus"]] == ["virtual-0"]
+
+
+# ----------------------------------------------------------------------------- checkpoints, isolation
+
+
+def test_the_first_run_does_not_resume_and_gets_the_platforms_default_grace(
+    local, researcher, image, settings
+) -> None:
+    settings.PREEMPTION_GRACE_SECONDS = 17
+    job = _started(local, submit(researcher, image, command=[PY, "-c", "pass"], cpu_milli=100))
+
+    spec = task_spec(job, job.tasks.get())
+
+    assert (spec.resume, spec.grace_seconds, spec.checkpoint_dir) == (False, 17.0, "")
+
+
+def test_every_run_after_a_preemption_or_a_retry_resumes_with_the_jobs_own_grace(researcher, image) -> None:
+    job = submit(researcher, image, command=[PY, "-c", "pass"], preemption_grace_seconds=90)
+    task = Task(job=job, index=0, name=f"job-{job.pk}-0")
+    for counter in ("preemptions", "retries", "migrations"):
+        setattr(job, counter, 1)
+        spec = task_spec(job, task)
+        setattr(job, counter, 0)
+        assert (spec.resume, spec.grace_seconds) == (True, 90.0), counter
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the platform switches users only as root")
+def test_as_root_the_platform_runs_a_submitted_job_as_a_uid_of_its_own(
+    local, researcher, image, settings
+) -> None:
+    site = Path(tempfile.mkdtemp(prefix="gpu-platform-site-", dir="/tmp"))
+    try:
+        os.chmod(site, 0o755)
+        settings.LOCAL_WORK_DIR = str(site / "var-jobs")
+        settings.LOCAL_JOB_USER = "nobody"
+        settings.LOCAL_JOB_UID_RANGE = "3200000-3200009"
+        backend = get_backend()
+        job = _started(
+            backend,
+            submit(
+                researcher, image, command=["python", "-c", "import os; print(os.getuid())"], cpu_milli=100
+            ),
+        )
+
+        job = _sync_until(backend, job, JobStatus.SUCCEEDED, JobStatus.FAILED)
+
+        assert job.status == JobStatus.SUCCEEDED.value, selectors.job_logs(job=job)
+        assert 3200000 <= int(selectors.job_logs(job=job)[0]["log"]) <= 3200009
+    finally:
+        shutil.rmtree(site, ignore_errors=True)
+
+
+def _isolation_messages(settings: Any, **values: Any) -> list[tuple[str, str, str]]:
+    settings.CLUSTER_BACKEND = "local"
+    for name, value in values.items():
+        setattr(settings, name, value)
+    return [(type(m).__name__, m.id or "", m.msg) for m in checks.check_local_isolation()]
+
+
+def test_without_a_job_user_development_starts_with_a_one_line_warning(settings: Any) -> None:
+    [(kind, code, message)] = _isolation_messages(settings, LOCAL_JOB_USER="", LOCAL_TRUSTED_USERS=False)
+
+    assert (kind, code) == ("Warning", "jobs.W011")
+    assert "only trusted users may submit jobs" in message and "\n" not in message
+
+
+def test_without_a_job_user_production_refuses_the_local_backend_unless_users_are_trusted(
+    settings: Any,
+) -> None:
+    refused = _isolation_messages(
+        settings, LOCAL_JOB_USER="", LOCAL_TRUSTED_USERS=False, LOCAL_ISOLATION_REQUIRED=True
+    )
+    trusted = _isolation_messages(
+        settings, LOCAL_JOB_USER="", LOCAL_TRUSTED_USERS=True, LOCAL_ISOLATION_REQUIRED=True
+    )
+
+    [(kind, code, message)] = refused
+    assert (kind, code) == ("Error", "jobs.E018") and "refusing to start" in message and "\n" not in message
+    assert trusted == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the job user checks apply when the platform is root")
+def test_as_root_a_missing_job_user_a_bad_uid_range_and_a_work_dir_inside_var_are_errors(
+    settings: Any, tmp_path: Path
+) -> None:
+    settings.VAR_DIR = tmp_path / "var"
+    messages = _isolation_messages(
+        settings,
+        LOCAL_JOB_USER="no-such-user-gpu-platform",
+        LOCAL_JOB_UID_RANGE="10-5",
+        LOCAL_WORK_DIR=str(tmp_path / "var" / "local-tasks"),
+    )
+
+    assert {code for _, code, _ in messages} >= {"jobs.E019", "jobs.E020", "jobs.E021"}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the job user checks apply when the platform is root")
+def test_as_root_the_defaults_with_an_existing_job_user_pass(settings: Any) -> None:
+    assert _isolation_messages(settings, LOCAL_JOB_USER="nobody") == [], settings.LOCAL_WORK_DIR
