@@ -8,8 +8,11 @@ from config.api import StrictInputMixin
 
 
 class TokenObtainInput(StrictInputMixin, serializers.Serializer):
-    username = serializers.CharField(max_length=150)
-    password = serializers.CharField(max_length=256, style={"input_type": "password"}, trim_whitespace=False)
+    # min_length puts minLength: 1 in the schema, which a blank value already fails (allow_blank).
+    username = serializers.CharField(min_length=1, max_length=150)
+    password = serializers.CharField(
+        min_length=1, max_length=256, style={"input_type": "password"}, trim_whitespace=False
+    )
     name = serializers.CharField(
         max_length=100, required=False, default="default", help_text="A label for you."
     )
@@ -49,7 +52,7 @@ class MemberOutput(serializers.Serializer):
 
 
 class MemberAddInput(StrictInputMixin, serializers.Serializer):
-    username = serializers.CharField(max_length=150)
+    username = serializers.CharField(min_length=1, max_length=150)
     role = serializers.ChoiceField(choices=["owner", "member", "viewer"], default="member")
 
 

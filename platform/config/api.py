@@ -18,6 +18,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
@@ -30,6 +31,27 @@ logger = logging.getLogger(__name__)
 class Pagination(PageNumberPagination):
     page_size_query_param = "page_size"
     max_page_size = 500
+
+    def get_page_size(self, request: Any) -> int | None:
+        # DRF silently falls back to the default for a page_size it cannot parse; the schema says a
+        # positive integer, so anything else is a 400 (over the maximum is capped, as documented).
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is not None:
+            try:
+                if int(raw) < 1:
+                    raise ValueError(raw)
+            except ValueError:
+                raise exceptions.ValidationError(
+                    {self.page_size_query_param: ["A positive integer is required."]}
+                ) from None
+        return super().get_page_size(request)
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] in {self.page_query_param, self.page_size_query_param}:
+                parameter["schema"] = {**parameter["schema"], "minimum": 1}
+        return parameters
 
     def get_paginated_response(self, data: Any) -> Response:
         assert self.page is not None
@@ -156,6 +178,7 @@ def _error_json(status_code: int, message: str, code: str) -> JsonResponse:
     return JsonResponse({"message": message, "code": code, "extra": {}}, status=status_code)
 
 
+@csrf_exempt  # as DRF views are: a POST to an unknown path is a 404, not a CSRF page
 def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
     """Catch-all under /api/: a path no API route matches (an unknown endpoint, a non-integer id)
     answers 404 in the one error shape, not with the portal's HTML page (also when DEBUG is on)."""
@@ -191,6 +214,15 @@ def handler403(request: HttpRequest, exception: Exception | None = None) -> Http
     from django.views.defaults import permission_denied
 
     return permission_denied(request, exception or Exception("forbidden"))
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """``CSRF_FAILURE_VIEW``: JSON under /api/ (a session-authenticated write without the token)."""
+    if is_api_path(request):
+        return _error_json(403, "CSRF check failed; send the X-CSRFToken header.", "csrf_failed")
+    from django.views.csrf import csrf_failure as django_csrf_failure
+
+    return django_csrf_failure(request, reason=reason)
 
 
 def handler500(request: HttpRequest) -> HttpResponse:

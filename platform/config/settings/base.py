@@ -196,17 +196,16 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "config.filters.FilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
     "DEFAULT_PAGINATION_CLASS": "config.api.Pagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "config.api.exception_handler",
-    "DEFAULT_PARSER_CLASSES": [
-        "config.parsers.JSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    # The API speaks JSON only (the portal, gpuctl and curl all send JSON): form encodings cannot say
+    # null or nest, and DRF's browsable HTML pages need inline scripts the CSP refuses.
+    "DEFAULT_PARSER_CLASSES": ["config.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_THROTTLE_CLASSES": ["accounts.throttles.WriteRateThrottle"],
     # Trusted reverse proxies in front of the web server: 0 = use REMOTE_ADDR and ignore
     # X-Forwarded-For, which any client can set (rate limits and lockouts key on the address).
@@ -238,6 +237,8 @@ API_THROTTLE_RATES = {
 LOGIN_FAILURES_PER_USERNAME = env_int("LOGIN_FAILURES_PER_USERNAME", 5)
 LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 50)
 LOGIN_FAILURE_WINDOW_SECONDS = env_int("LOGIN_FAILURE_WINDOW_SECONDS", 900)
+# A failed CSRF check answers in the API's error shape under /api/.
+CSRF_FAILURE_VIEW = "config.api.csrf_failure"
 # Cache alias that holds throttle and lockout state (shared by every web process).
 THROTTLE_CACHE = "default"
 # JSON bodies nesting deeper than this are a 400 (config.parsers).
