@@ -15,12 +15,19 @@ from accounts.models import Role, Team
 from accounts.selectors import team_members, teams_for_user
 from images.models import JobImage
 from jobs.models import Job
+from jobs.selectors import preemption_counts, queue_order
 from jobs.states import JobStatus
 from quotas.models import UsageEntry
 from quotas.selectors import QuotaUsage, month_start, quota_usage
 
 # Statuses the dashboard counts as "running" (holding GPUs) and "waiting" (not placed yet).
-RUNNING = (JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING, JobStatus.STOPPING)
+RUNNING = (
+    JobStatus.ADMITTED,
+    JobStatus.STARTING,
+    JobStatus.RUNNING,
+    JobStatus.PREEMPTING,
+    JobStatus.STOPPING,
+)
 WAITING = (JobStatus.SUBMITTED, JobStatus.QUEUED, JobStatus.REQUEUED)
 
 
@@ -33,13 +40,17 @@ def active_images() -> QuerySet[JobImage]:
     return JobImage.objects.filter(is_active=True).order_by("name", "tag")
 
 
-def job_counts() -> dict[str, int]:
-    """Cluster-wide numbers of running and waiting jobs. Counts only: no job of another team is named,
-    so every signed-in user may see them (the queue is shared)."""
+def job_counts() -> dict[str, Any]:
+    """Cluster-wide numbers of running and waiting jobs, of preemptions and migrations so far (and how
+    many jobs are being preempted now), and the rule that orders the queue. Counts only: no job of
+    another team is named, so every signed-in user may see them (the queue is shared)."""
     counts = Counter(Job.objects.filter(status__in=[*RUNNING, *WAITING]).values_list("status", flat=True))
     return {
         "running": sum(counts[s.value] for s in RUNNING),
         "waiting": sum(counts[s.value] for s in WAITING),
+        "preempting": counts[JobStatus.PREEMPTING.value],
+        **preemption_counts(),
+        "queue_order": queue_order(),
     }
 
 

@@ -30,6 +30,10 @@ FIELD_ORDER = (
     "max_retries",
     "slowdown_tolerance",
     "sim_duration_seconds",
+    "preemptible",
+    "min_runtime_seconds",
+    "preemption_grace_seconds",
+    "allow_sharing",
     "env",
 )
 

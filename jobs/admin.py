@@ -40,8 +40,21 @@ class JobEventInline(admin.TabularInline):
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
-    list_display = ["id", "name", "team", "user", "status", "gpus", "gpu_milli", "replicas", "created_at"]
-    list_filter = ["status", "team"]
+    list_display = [
+        "id",
+        "name",
+        "team",
+        "user",
+        "status",
+        "gpus",
+        "gpu_milli",
+        "replicas",
+        "preemptible",
+        "preemptions",
+        "migrations",
+        "created_at",
+    ]
+    list_filter = ["status", "team", "preemptible", "allow_sharing"]
     search_fields = ["name", "user__username", "team__slug"]
     inlines = [TaskInline, JobEventInline]
     actions = ["cancel"]

@@ -62,7 +62,11 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     def _output(self, job: Job, *, detail: bool = True, code: int = 200) -> Response:
         serializer_class = JobDetailOutput if detail else JobOutput
-        context = {"request": self.request, "queue_positions": selectors.queue_positions([job.pk])}
+        context = {
+            "request": self.request,
+            "queue_positions": selectors.queue_positions([job.pk]),
+            "queue_order": selectors.queue_order(),
+        }
         return Response(serializer_class(job, context=context).data, status=code)
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -70,7 +74,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         page = self.paginate_queryset(queryset)
         assert page is not None  # pagination is always on (settings.REST_FRAMEWORK)
         positions = selectors.queue_positions([job.pk for job in page if job.status == "QUEUED"])
-        data = JobOutput(page, many=True, context={"request": request, "queue_positions": positions}).data
+        context = {"request": request, "queue_positions": positions, "queue_order": selectors.queue_order()}
+        data = JobOutput(page, many=True, context=context).data
         return self.get_paginated_response(data)
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:

@@ -35,6 +35,7 @@ simulator's.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import logging
 import time
 from collections import defaultdict
@@ -170,13 +171,14 @@ def grace_seconds(job: Job) -> float:
 
 
 def _service_history(policy: object) -> Any:
-    """Attained service of the latest completed jobs, per class, for the Gittins index; None when
-    the policy library has no service history."""
+    """Attained service of the latest completed jobs, per class (image name, GPUs), for the Gittins
+    index."""
+    # The history moves from the simulator to the policy library; either home serves.
     try:
-        from scheduler.policy.queue_sort import ServiceHistory  # type: ignore[import-not-found]
+        module = importlib.import_module("scheduler.policy.queue_sort")
     except ImportError:
-        from scheduler.sim.priority import ServiceHistory
-    history = ServiceHistory()
+        module = importlib.import_module("scheduler.sim.priority")
+    history = module.ServiceHistory()
     done = (
         Job.objects.filter(status=JobStatus.SUCCEEDED.value)
         .order_by("-finished_at", "-id")
@@ -282,6 +284,13 @@ def build_view(backend: ClusterBackend, *, now: float | None = None, rounds: boo
     offered = [j for j in queued if j.pk not in held]
     attained = attained_gpu_seconds(job_ids=[j.pk for j in offered])
     solo = solo_profiles_for_jobs(offered)
+    # A backend that knows what a job is (the simulated one: the ground truth's job type in its env)
+    # profiles the jobs never measured, as the node agent would have (manage.py replay relies on it).
+    known = getattr(backend, "job_profile", None)
+    if callable(known):
+        for j in offered:
+            if j.pk not in solo and (found := known(j.env or {})):
+                solo[j.pk] = found
     policy = active_policy()
     view = PolicyView(
         snapshot=snapshot,

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import bisect
+import datetime as dt
+import re
 from typing import Any
 
-from django.db.models import QuerySet
+from django.core.cache import cache
+from django.db.models import F, QuerySet, Sum
 from django.http import Http404
+from django.utils import timezone
 
 from accounts.models import Membership
 from images.models import JobImage
 from jobs.models import Job, JobEvent, Task
 from jobs.states import JobStatus
+from quotas.services import las_gpus
+
+# The PREEMPTING event's reason as jobs.scheduling._preempt writes it.
+PREEMPTION_REASON = re.compile(
+    r"^(?P<kind>preempted|migrated) by rule (?P<rule>\S+)(?: for job (?P<by>\d+))?"
+)
 
 
 def jobs_for_user(*, user: Any) -> QuerySet[Job]:
@@ -38,14 +49,14 @@ def job_events(*, job: Job) -> QuerySet[JobEvent]:
 
 
 def queue_positions(job_ids: list[int] | None = None) -> dict[int, int]:
-    """1-based position of each QUEUED job in the cluster-wide queue (priority first, then age).
+    """1-based position of each QUEUED job in the cluster-wide queue.
 
-    The scheduler may still reorder by fair share; this is the order a user would expect. Jobs not in
-    the queue are absent from the result.
+    The order is the policy's, as the last scheduling cycle left it (``Job.queue_position``); jobs
+    queued since then follow in submission order. Jobs not in the queue are absent from the result.
     """
     ordered = (
         Job.objects.filter(status=JobStatus.QUEUED.value)
-        .order_by("-priority", "submitted_at", "id")
+        .order_by(F("queue_position").asc(nulls_last=True), "submitted_at", "id")
         .values_list("id", flat=True)
     )
     wanted = set(job_ids) if job_ids is not None else None
@@ -56,6 +67,80 @@ def queue_positions(job_ids: list[int] | None = None) -> dict[int, int]:
             if wanted is not None and len(positions) == len(wanted):
                 break
     return positions
+
+
+def queue_order() -> str:
+    """The rule that ordered the queue in the last scheduling cycle ("" before the first one)."""
+    from jobs.scheduling import QUEUE_ORDER_KEY
+
+    try:
+        return str(cache.get(QUEUE_ORDER_KEY) or "")
+    except Exception:  # noqa: BLE001  (a cache outage must not break a read)
+        return ""
+
+
+def attained_now(job: Job, now: dt.datetime | None = None) -> float:
+    """Attained service in GPU-seconds (the 2D-LAS measure): finished runs plus the current one."""
+    total = job.attained_gpu_seconds
+    if job.run_started_at is not None:
+        gpus = las_gpus(gpus=job.gpus, gpu_milli=job.gpu_milli, replicas=job.replicas)
+        total += gpus * max(0.0, ((now or timezone.now()) - job.run_started_at).total_seconds())
+    return total
+
+
+def las_thresholds() -> tuple[float, ...]:
+    """The attained-service thresholds (GPU-seconds) of the platform policy's 2D-LAS levels; empty
+    when the policy orders by something else."""
+    from jobs.scheduling import active_policy
+
+    try:
+        policy = active_policy()
+    except ValueError:
+        return ()
+    if getattr(policy, "order", "las") != "las":
+        return ()
+    return tuple(float(t) for t in getattr(policy, "las_thresholds", ()) or ())
+
+
+def las_level(attained_gpu_s: float, thresholds: tuple[float, ...] | None = None) -> int | None:
+    """The LAS level (0 = least served) of this much attained service under the platform policy, or
+    None when the policy has no levels."""
+    limits = las_thresholds() if thresholds is None else thresholds
+    if not limits:
+        return None
+    return bisect.bisect_right(limits, attained_gpu_s)
+
+
+def preemption_history(*, job: Job) -> list[dict[str, Any]]:
+    """Each time the job was preempted or migrated: when, the rule and the preemptor (from the
+    PREEMPTING events, whose reason is written by jobs.scheduling), and when it stopped."""
+    events = list(JobEvent.objects.filter(job=job).order_by("created_at", "id"))
+    out: list[dict[str, Any]] = []
+    for i, event in enumerate(events):
+        if event.to_status != JobStatus.PREEMPTING.value:
+            continue
+        match = PREEMPTION_REASON.match(event.reason)
+        stopped = next(
+            (e.created_at for e in events[i + 1 :] if e.from_status == JobStatus.PREEMPTING.value), None
+        )
+        out.append(
+            {
+                "at": event.created_at,
+                "kind": match.group("kind") if match else "preempted",
+                "rule": match.group("rule") if match else "",
+                "preemptor": int(match.group("by")) if match and match.group("by") else None,
+                "reason": event.reason,
+                "stopped_at": stopped,
+            }
+        )
+    return out
+
+
+def preemption_counts(*, team_ids: Any = None) -> dict[str, int]:
+    """Preemptions and migrations over all jobs (of ``team_ids`` when given)."""
+    jobs = Job.objects.all() if team_ids is None else Job.objects.filter(team_id__in=team_ids)
+    totals = jobs.aggregate(preemptions=Sum("preemptions"), migrations=Sum("migrations"))
+    return {key: int(value or 0) for key, value in totals.items()}
 
 
 def resolve_image(reference: JobImage | int | str) -> JobImage | None:

@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config.api import StrictInputMixin
-from jobs import specs
+from jobs import selectors, specs
 from jobs.models import FAILURE_CHOICES, Job, JobEvent, Task
 
 
@@ -186,6 +186,13 @@ class JobOutput(serializers.ModelSerializer):
     failure_category = serializers.ChoiceField(
         choices=FAILURE_CHOICES, allow_blank=True, read_only=True, help_text="Empty unless FAILED."
     )
+    queue_order = serializers.SerializerMethodField(
+        help_text="While QUEUED: the rule that orders the queue (the policy's, from the last cycle)."
+    )
+    attained_gpu_seconds = serializers.SerializerMethodField(
+        help_text="Attained service: GPU-seconds over all runs including the current one (a shared "
+        "GPU counts as one, as in 2D-LAS); kept across preemptions and requeues."
+    )
 
     class Meta:
         model = Job
@@ -213,9 +220,18 @@ class JobOutput(serializers.ModelSerializer):
             "max_retries",
             "slowdown_tolerance",
             "sim_duration_seconds",
+            "preemptible",
+            "min_runtime_seconds",
+            "allow_sharing",
+            "preemption_grace_seconds",
             "status",
             "pending_reason",
             "queue_position",
+            "queue_order",
+            "attained_gpu_seconds",
+            "preemptions",
+            "migrations",
+            "time_lost_seconds",
             "failure_category",
             "failure_message",
             "retries",
@@ -231,13 +247,45 @@ class JobOutput(serializers.ModelSerializer):
     def get_queue_position(self, job: Job) -> int | None:
         return self.context.get("queue_positions", {}).get(job.pk)
 
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_queue_order(self, job: Job) -> str | None:
+        if job.status != "QUEUED":
+            return None
+        return self.context.get("queue_order") or None
+
+    @extend_schema_field(serializers.FloatField())
+    def get_attained_gpu_seconds(self, job: Job) -> float:
+        return round(selectors.attained_now(job), 3)
+
+
+class PreemptionOutput(serializers.Serializer):
+    at = serializers.DateTimeField(help_text="When the job was asked to stop (SIGTERM).")
+    kind = serializers.ChoiceField(choices=["preempted", "migrated"])
+    rule = serializers.CharField(help_text="The policy rule that chose it (las-level, priority, drain...).")
+    preemptor = serializers.IntegerField(allow_null=True, help_text="The job it was stopped for, if any.")
+    reason = serializers.CharField()
+    stopped_at = serializers.DateTimeField(allow_null=True, help_text="When its tasks had stopped.")
+
 
 class JobDetailOutput(JobOutput):
     tasks = TaskOutput(many=True, read_only=True)
+    las_level = serializers.SerializerMethodField(
+        help_text="2D-LAS level of its attained service under the platform policy (0 = least served; "
+        "a lower level is served first); null when the policy has no levels."
+    )
+    preemption_history = serializers.SerializerMethodField()
 
     class Meta(JobOutput.Meta):
-        fields = [*JobOutput.Meta.fields, "tasks"]
+        fields = [*JobOutput.Meta.fields, "las_level", "preemption_history", "tasks"]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_las_level(self, job: Job) -> int | None:
+        return selectors.las_level(selectors.attained_now(job))
+
+    @extend_schema_field(PreemptionOutput(many=True))
+    def get_preemption_history(self, job: Job) -> list[dict[str, Any]]:
+        return PreemptionOutput(selectors.preemption_history(job=job), many=True).data  # type: ignore[return-value]
 
 
 class JobEventOutput(serializers.ModelSerializer):

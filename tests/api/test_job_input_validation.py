@@ -52,6 +52,16 @@ BAD_INPUT: list[tuple[str, dict[str, Any], str]] = [
     ("slowdown-below-one", {"slowdown_tolerance": 0.5}, "slowdown_tolerance"),
     ("negative-sim-duration", {"sim_duration_seconds": -1}, "sim_duration_seconds"),
     ("zero-max-runtime", {"max_runtime_seconds": 0}, "max_runtime_seconds"),
+    ("allow-sharing-on-a-share", {"allow_sharing": True}, "allow_sharing"),
+    ("allow-sharing-on-two-gpus", {"gpus": 2, "gpu_milli": None, "allow_sharing": True}, "allow_sharing"),
+    ("allow-sharing-cpu-only", {"gpu_milli": None, "allow_sharing": True}, "allow_sharing"),
+    ("allow-sharing-not-boolean", {"gpus": 1, "gpu_milli": None, "allow_sharing": "maybe"}, "allow_sharing"),
+    ("preemptible-not-boolean", {"preemptible": "sometimes"}, "preemptible"),
+    ("negative-min-runtime", {"min_runtime_seconds": -1}, "min_runtime_seconds"),
+    ("fractional-min-runtime", {"min_runtime_seconds": 1.5}, "min_runtime_seconds"),
+    ("huge-min-runtime", {"min_runtime_seconds": 10**9}, "min_runtime_seconds"),
+    ("negative-grace", {"preemption_grace_seconds": -1}, "preemption_grace_seconds"),
+    ("grace-above-an-hour", {"preemption_grace_seconds": 3601}, "preemption_grace_seconds"),
     ("unknown-field", {"gpu_mili": 250}, "gpu_mili"),
     ("unknown-team", {"team": "no-such-team"}, "team"),
 ]
@@ -163,3 +173,30 @@ def test_a_command_line_string_is_split_like_a_shell(member, team, image, api_cl
 
     assert response.status_code == 201, response.content
     assert response.json()["command"] == ["python", "train.py", "--name", "my run"]
+
+
+def test_the_preemption_fields_are_stored_and_shown(member, team, image, api_client_for) -> None:
+    client = api_client_for(member)
+    body = {"command": ["python", "train.py"], "team": "vision", "image": "pytorch:2.4", "gpus": 1}
+    response = client.post(
+        "/api/v1/jobs/",
+        {**body, "preemptible": False, "min_runtime_seconds": 600, "allow_sharing": True,
+         "preemption_grace_seconds": 90},
+        format="json",
+    )  # fmt: skip
+
+    assert response.status_code == 201, response.content
+    shown = response.json()
+    assert (shown["preemptible"], shown["min_runtime_seconds"], shown["allow_sharing"]) == (False, 600, True)
+    assert shown["preemption_grace_seconds"] == 90
+    assert (shown["preemptions"], shown["migrations"], shown["time_lost_seconds"]) == (0, 0, 0.0)
+    job = Job.objects.get(pk=shown["id"])
+    assert (job.preemptible, job.min_runtime_seconds, job.allow_sharing) == (False, 600, True)
+
+    defaults = client.post("/api/v1/jobs/", body, format="json").json()
+    assert (defaults["preemptible"], defaults["min_runtime_seconds"], defaults["allow_sharing"]) == (
+        True,
+        0,
+        False,
+    )
+    assert defaults["preemption_grace_seconds"] is None  # the platform default applies

@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.cache import cache
 
 from accounts.models import Membership
 from jobs.cluster import get_backend
 from jobs.models import Job, Task
+from jobs.scheduling import QUEUE_ORDER_KEY
 from jobs.services import job_transition
 from jobs.states import JobStatus
 from scheduler.backends.base import TaskSpec
@@ -93,9 +95,48 @@ def test_queued_jobs_show_their_reason_and_position(submit_job, member, api_clie
     client = api_client_for(member)
     detail = client.get(f"/api/v1/jobs/{first.pk}/").json()
 
+    # Before any cycle: submission order; afterwards the policy's (stored by the cycle).
     assert detail["pending_reason"] == "Waiting for the next scheduling cycle."
-    assert detail["queue_position"] == 2
-    assert client.get(f"/api/v1/jobs/{urgent.pk}/").json()["queue_position"] == 1
+    assert detail["queue_position"] == 1
+    Job.objects.filter(pk=urgent.pk).update(queue_position=1)
+    Job.objects.filter(pk=first.pk).update(queue_position=2)
+    cache.set(QUEUE_ORDER_KEY, "2D-LAS with the Gittins index")
+    detail = client.get(f"/api/v1/jobs/{first.pk}/").json()
+    assert (detail["queue_position"], detail["queue_order"]) == (2, "2D-LAS with the Gittins index")
+    listed = {j["id"]: j for j in client.get("/api/v1/jobs/").json()["results"]}
+    assert listed[urgent.pk]["queue_position"] == 1
+    assert listed[urgent.pk]["queue_order"] == "2D-LAS with the Gittins index"
+
+
+def test_the_detail_shows_attained_service_las_level_and_preemption_history(
+    submit_job, member, api_client_for, settings
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    settings.SCHEDULER_POLICY = "ours"  # 2D-LAS levels at 1, 10, 100 and 1,000 GPU-hours
+    job = submit_job(member, gpu_milli=None, gpus=2)
+    other = submit_job(member)
+    for status in (JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING):
+        job_transition(job=job, to=status, actor="t")
+    Job.objects.filter(pk=job.pk).update(run_started_at=timezone.now() - timedelta(hours=1))
+    job_transition(
+        job=job,
+        to=JobStatus.PREEMPTING,
+        actor="scheduler",
+        reason=f"preempted by rule las-level for job {other.pk}",
+    )
+    job_transition(job=job, to=JobStatus.REQUEUED, actor="system")
+
+    detail = api_client_for(member).get(f"/api/v1/jobs/{job.pk}/").json()
+
+    assert detail["attained_gpu_seconds"] == pytest.approx(2 * 3600, rel=1e-3)
+    assert detail["las_level"] == 1
+    assert detail["time_lost_seconds"] >= 0
+    (entry,) = detail["preemption_history"]
+    assert (entry["kind"], entry["rule"], entry["preemptor"]) == ("preempted", "las-level", other.pk)
+    assert entry["stopped_at"] is not None
 
 
 def test_a_placed_job_shows_each_task_with_its_placement(submit_job, member, api_client_for) -> None:

@@ -118,8 +118,37 @@ def test_the_summary_counts_every_team_but_names_no_job(member: Any, outsider: A
     submit_job(member)
     response = _client(outsider).get("/portal/summary")
     assert response.status_code == 200
-    assert response.json() == {"running": 0, "waiting": 2}
+    body = response.json()
+    assert (body["running"], body["waiting"], body["preemptions"], body["migrations"]) == (0, 2, 0, 0)
+    assert set(body) == {"running", "waiting", "preempting", "preemptions", "migrations", "queue_order"}
     assert Client().get("/portal/summary").status_code == 401
+
+
+@pytest.mark.django_db
+def test_the_summary_counts_preemptions_and_migrations_of_all_teams(
+    member: Any, outsider: Any, submit_job: Any
+) -> None:
+    from jobs.models import Job
+
+    preempted = submit_job(member)
+    Job.objects.filter(pk=preempted.pk).update(preemptions=3, migrations=1, status="PREEMPTING")
+    body = _client(outsider).get("/portal/summary").json()
+    assert (body["preemptions"], body["migrations"], body["preempting"], body["running"]) == (3, 1, 1, 1)
+
+
+@pytest.mark.django_db
+def test_the_job_page_has_the_preemption_history_and_attained_service(member: Any, submit_job: Any) -> None:
+    job = submit_job(member)
+    content = _client(member).get(f"/jobs/{job.pk}/").content.decode()
+    for element in (
+        "job-attained",
+        "job-preemptions",
+        "job-time-lost",
+        "preemption-table",
+        "job-preemptible",
+    ):
+        assert f'id="{element}"' in content
+    assert "<script>" not in content  # the Content-Security-Policy allows no inline script
 
 
 @pytest.mark.django_db

@@ -94,3 +94,38 @@ def test_quota_is_released_exactly_when_the_job_stops_holding_it(target, team, m
     still_held = target in HOLDS_QUOTA
     assert Quota.objects.get(team=team).used_gpu_milli == (1000 if still_held else 0)
     assert (UsageEntry.objects.get(job=job).released_at is None) is still_held
+
+
+@pytest.mark.django_db
+def test_a_preemption_goes_through_preempting_and_requeued_keeping_its_quota(team, member, image) -> None:
+    job = _job_in(JobStatus.RUNNING, team=team, user=member, image=image)
+
+    for status in (JobStatus.PREEMPTING, JobStatus.REQUEUED, JobStatus.QUEUED):
+        assert job_transition(job=job, to=status, actor="scheduler", reason=f"to {status}")
+
+    assert list(JobEvent.objects.filter(job=job).values_list("to_status", flat=True)) == [
+        "PREEMPTING",
+        "REQUEUED",
+        "QUEUED",
+    ]
+    assert Quota.objects.get(team=team).used_gpu_milli == 1000
+    job.refresh_from_db()
+    assert job.preempted_at is not None  # kept until the next run starts: its restart is time lost too
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("target", [JobStatus.RUNNING, JobStatus.QUEUED, JobStatus.PREEMPTING])
+def test_a_preempting_job_cannot_skip_its_requeue_or_run_again(target, team, member, image) -> None:
+    job = _job_in(JobStatus.PREEMPTING, team=team, user=member, image=image)
+
+    with pytest.raises(IllegalTransition):
+        job_transition(job=job, to=target, actor="tester")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("source", [JobStatus.QUEUED, JobStatus.ADMITTED, JobStatus.STARTING])
+def test_only_a_running_job_can_be_preempted(source, team, member, image) -> None:
+    job = _job_in(source, team=team, user=member, image=image)
+
+    with pytest.raises(IllegalTransition):
+        job_transition(job=job, to=JobStatus.PREEMPTING, actor="scheduler")

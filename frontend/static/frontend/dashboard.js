@@ -229,6 +229,10 @@
     if (counts) {
       document.getElementById("stat-running").textContent = counts.running;
       document.getElementById("stat-waiting").textContent = counts.waiting;
+      document.getElementById("stat-preemptions").textContent = counts.preemptions;
+      document.getElementById("stat-migrations").textContent = counts.migrations;
+      document.getElementById("stat-preempting").textContent = counts.preempting
+        ? counts.preempting + " being preempted now" : "jobs stopped for others, all teams";
     }
   }
 
@@ -249,6 +253,9 @@
     const hidden = counts ? Math.max(0, counts.waiting - jobs.length) : 0;
     document.getElementById("queue-note").textContent = "Your teams' waiting jobs, in queue order" +
       (hidden ? "; " + hidden + " more belong to other teams." : ".");
+    const order = document.getElementById("queue-order");
+    order.textContent = counts && counts.queue_order ? "Ordered by: " + counts.queue_order : "";
+    order.hidden = !order.textContent;
   }
 
   function loadHistory() {

@@ -33,12 +33,39 @@
     $("job-queue").textContent = job.status === "QUEUED"
       ? (job.queue_position ? "#" + job.queue_position + " in the queue. " : "") + (job.pending_reason || "Waiting for the next scheduling cycle.")
       : job.pending_reason || "–";
+    $("job-preemptible").textContent = (job.preemptible
+      ? "may be preempted" + (job.min_runtime_seconds ? " after " + job.min_runtime_seconds + " s of each run" : "")
+      : "never preempted") + (job.preemption_grace_seconds !== null && job.preemption_grace_seconds !== undefined
+      ? "; " + job.preemption_grace_seconds + " s grace" : "; platform default grace") +
+      (job.allow_sharing ? "; may share its GPU" : "");
+    $("job-attained").textContent = (job.attained_gpu_seconds / 3600).toFixed(3) + " GPU-hours" +
+      (typeof job.las_level === "number" ? " (LAS level " + job.las_level + "; lower levels are served first)" : "");
+    $("job-preemptions").textContent = job.preemptions + " preemption(s), " + job.migrations + " of them migration(s)";
+    $("job-time-lost").textContent = job.time_lost_seconds ? Math.round(job.time_lost_seconds) + " s (grace periods and restarts)" : "–";
+    renderPreemptions(job.preemption_history || []);
     $("job-failure").textContent = job.failure_category ? job.failure_category + ": " + job.failure_message : "–";
     $("job-created").replaceChildren(P.timeEl(job.created_at));
     $("job-started").replaceChildren(P.timeEl(job.started_at));
     $("job-finished").replaceChildren(P.timeEl(job.finished_at));
     const cancel = $("cancel-button");
     if (cancel) cancel.hidden = TERMINAL.includes(job.status) || job.status === "STOPPING";
+  }
+
+  function renderPreemptions(history) {
+    const body = document.querySelector("#preemption-table tbody");
+    body.replaceChildren.apply(body, history.map(function (p) {
+      return el("tr", {}, [
+        el("td", {}, [P.timeEl(p.at)]),
+        el("td", { text: p.kind }),
+        el("td", {}, [el("code", { text: p.rule || "–" })]),
+        el("td", {}, p.preemptor ? [el("a", { href: "/jobs/" + p.preemptor + "/", text: "#" + p.preemptor })] : ["–"]),
+        el("td", {}, p.stopped_at ? [P.timeEl(p.stopped_at)] : ["stopping…"]),
+        el("td", { class: "reason", text: p.reason }),
+      ]);
+    }));
+    $("preemption-note").textContent = history.length
+      ? "Each run after a preemption resumes from the job's checkpoint folder (RESUME=1)."
+      : "Never preempted.";
   }
 
   function linksBetween(task) {

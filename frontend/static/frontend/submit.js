@@ -13,7 +13,7 @@
 
   const FORM_FIELDS = ["name", "team", "image", "command", "gpus", "gpu_milli", "gpu_memory_mib", "replicas",
     "priority", "max_runtime_seconds", "env", "cpu_milli", "memory_mib", "max_retries", "slowdown_tolerance",
-    "sim_duration_seconds"];
+    "sim_duration_seconds", "preemptible", "min_runtime_seconds", "allow_sharing", "preemption_grace_seconds"];
 
   function mode() {
     return form.querySelector('input[name="gpu_mode"]:checked').value;
@@ -84,6 +84,10 @@
     spec.max_retries = intOrNull($("f-retries"));
     spec.slowdown_tolerance = intOrNull($("f-slowdown"));
     spec.sim_duration_seconds = intOrNull($("f-sim-duration"));
+    spec.min_runtime_seconds = intOrNull($("f-min-runtime"));
+    spec.preemption_grace_seconds = intOrNull($("f-grace"));
+    spec.preemptible = $("f-preemptible").checked;
+    spec.allow_sharing = $("f-allow-sharing").checked;
     for (const key of Object.keys(spec)) if (spec[key] === null) delete spec[key];
     return spec;
   }
@@ -124,6 +128,10 @@
     set("f-retries", spec.max_retries === undefined ? 0 : spec.max_retries);
     set("f-slowdown", spec.slowdown_tolerance === undefined ? 1.5 : spec.slowdown_tolerance);
     set("f-sim-duration", spec.sim_duration_seconds);
+    set("f-min-runtime", spec.min_runtime_seconds === undefined ? 0 : spec.min_runtime_seconds);
+    set("f-grace", spec.preemption_grace_seconds);
+    $("f-preemptible").checked = spec.preemptible !== false;
+    $("f-allow-sharing").checked = spec.allow_sharing === true;
     return problems;
   }
 
