@@ -204,7 +204,10 @@ def _share_rule(policy: str) -> str:
 
 
 def _shared_request(share: str, num_gpus: int, mem_mib: int, gpu_memory_mib: int) -> tuple[int, int] | None:
-    from scheduler.sim.policies import shared_request
+    try:
+        from scheduler.policy.packing import shared_request
+    except ImportError:  # before the share rules moved into the policy library
+        from scheduler.sim.policies import shared_request  # type: ignore[no-redef]
 
     return shared_request(share, num_gpus, mem_mib, gpu_memory_mib)
 

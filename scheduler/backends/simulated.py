@@ -494,13 +494,32 @@ class SimulatedBackend:
                 profiles[placement.task_id] = profile
         return ClusterSnapshot(nodes=list(nodes.values()), running=running, now=now, task_profiles=profiles)
 
+    def job_profile(self, env: dict[str, str]) -> dict[str, float | str]:
+        """The solo profile of a job not bound yet whose environment names a job type of the ground
+        truth (``SIM_JOB_TYPE``): what the platform's profiler would have stored for it; {} otherwise."""
+        name = str(env.get(JOB_TYPE_ENV, "")).strip()
+        if self.perf is None or not name:
+            return {}
+        try:
+            idx = self.perf.index(name)
+        except KeyError:
+            return {}
+        return self._type_profile(idx)
+
     def _profile(self, task: dict[str, Any]) -> dict[str, float | str]:
         """What the node agent would have measured of a task whose job type the ground truth knows:
         the simulator's own profile of that type (so interference predictions match the simulator's)."""
         idx = task.get("type_index")
         if self.perf is None or idx is None:
             return {}
-        jt = self.perf.job_types[int(idx)]
+        profile = self._type_profile(int(idx))
+        if task.get("slowdown_tolerance") is not None:
+            profile["slowdown_tolerance"] = float(task["slowdown_tolerance"])
+        return profile
+
+    def _type_profile(self, idx: int) -> dict[str, float | str]:
+        assert self.perf is not None
+        jt = self.perf.job_types[idx]
         profile: dict[str, float | str] = {
             "model_family": jt.family,
             "job_type": jt.name,
@@ -509,8 +528,6 @@ class SimulatedBackend:
             "solo_throughput": float(self.perf.iso_tput.get(jt.name, 0.0)),
             "job_key": f"gavel:{self.perf.gpu_type}:{jt.name}",
         }
-        if task.get("slowdown_tolerance") is not None:
-            profile["slowdown_tolerance"] = float(task["slowdown_tolerance"])
         return profile
 
     def _build_node(self, spec: dict[str, Any]) -> Node:
