@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
@@ -17,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.api import ErrorSerializer
-from jobs import selectors, services
+from jobs import log_stream, selectors, services
 from jobs.filters import JobFilter
 from jobs.models import Job
 from jobs.serializers import (
@@ -127,16 +128,59 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(
         summary="Output of a job's tasks",
-        parameters=[OpenApiParameter("task", OpenApiTypes.INT, description="Only this task index.")],
-        responses={200: JobLogsOutput, 503: ErrorSerializer, **ERRORS},
+        description="With `follow=1` the answer is a stream of server-sent events (`log`, then `end` "
+        "when the job ends, or `timeout` when the request reached its time bound: reconnect with "
+        "`since`); see jobs/log_stream.py. Without it, `since` cuts what each task already sent.",
+        parameters=[
+            OpenApiParameter("task", OpenApiTypes.INT, description="Only this task index."),
+            OpenApiParameter(
+                "since",
+                OpenApiTypes.STR,
+                description="Characters already received: one offset, or index:offset pairs (0:120,1:40).",
+            ),
+            OpenApiParameter(
+                "follow", OpenApiTypes.BOOL, description="Stream new output until the job ends."
+            ),
+        ],
+        responses={
+            (200, "application/json"): JobLogsOutput,
+            (200, "text/event-stream"): OpenApiTypes.STR,
+            503: ErrorSerializer,
+            **ERRORS,
+        },
     )
-    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
-    def logs(self, request: Request, pk: str | None = None) -> Response:
+    @action(
+        detail=True,
+        methods=["get"],
+        pagination_class=None,
+        filter_backends=[],
+        renderer_classes=log_stream.RENDERERS,
+    )
+    def logs(self, request: Request, pk: str | None = None) -> Response | StreamingHttpResponse:
         job = self.get_object()
         query = LogsQuery(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
-        tasks = selectors.job_logs(job=job, task_index=query.validated_data.get("task"))
-        return Response({"job": job.pk, "tasks": tasks})
+        task_index = query.validated_data.get("task")
+        params = request.query_params.dict()
+        # EventSource resumes through Last-Event-ID, which carries the offsets of the last event.
+        if "since" not in params and request.headers.get("Last-Event-ID"):
+            params["since"] = request.headers["Last-Event-ID"]
+        follow = log_stream.LogsFollowQuery(data=params)
+        follow.is_valid(raise_exception=True)
+        since = follow.validated_data.get("since", {})
+        if follow.validated_data["follow"]:
+            events = log_stream.follow_events(
+                job=job,
+                task_index=task_index,
+                since=since,
+                read_logs=lambda j, i: selectors.job_logs(job=j, task_index=i),
+            )
+            response = StreamingHttpResponse(events, content_type="text/event-stream; charset=utf-8")
+            response["Cache-Control"] = "no-cache"
+            response["X-Accel-Buffering"] = "no"  # nginx would otherwise hold the events back
+            return response
+        tasks = selectors.job_logs(job=job, task_index=task_index)
+        return Response({"job": job.pk, "tasks": log_stream.slice_logs(tasks, since)})
 
 
 class ClusterView(APIView):
