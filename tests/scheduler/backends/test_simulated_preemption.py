@@ -235,3 +235,26 @@ def test_a_simulator_cluster_spec_gives_the_simulators_nodes(tmp_path: Path) -> 
         (n.cpu_milli, n.memory_mib, len(n.gpus)) for n in sim_nodes
     ]
     assert snapshot.nodes[0].topology == sim_nodes[0].topology
+
+
+def test_the_profile_of_a_job_type_is_the_simulators_for_queued_and_running_jobs(tmp_path: Path) -> None:
+    clock = Clock()
+    b = backend(tmp_path, clock)
+    queued = b.job_profile({JOB_TYPE_ENV: "b"})
+    assert queued["job_key"] == "gavel:p100:b"
+    assert (queued["model_family"], queued["batch_size"], queued["solo_throughput"]) == (
+        "Transformer",
+        64.0,
+        5.0,
+    )
+    assert b.job_profile({}) == {} and b.job_profile({JOB_TYPE_ENV: "unknown"}) == {}
+    b.bind(spec("1", 100.0, "b"), place("1", milli=500))
+    assert b.snapshot().task_profiles["job-1-0"] == queued
+    tolerant = TaskSpec(
+        job_id="2",
+        task_id="job-2-0",
+        sim_duration_s=100.0,
+        env={JOB_TYPE_ENV: "a", "SIM_SLOWDOWN_TOLERANCE": "1.25"},
+    )
+    b.bind(tolerant, place("2", milli=500))
+    assert b.snapshot().task_profiles["job-2-0"]["slowdown_tolerance"] == 1.25
