@@ -199,3 +199,45 @@ def test_as_root_a_missing_job_user_a_bad_uid_range_and_a_work_dir_inside_var_ar
 @pytest.mark.skipif(os.geteuid() != 0, reason="the job user checks apply when the platform is root")
 def test_as_root_the_defaults_with_an_existing_job_user_pass(settings: Any) -> None:
     assert _isolation_messages(settings, LOCAL_JOB_USER="nobody") == [], settings.LOCAL_WORK_DIR
+
+
+CHECKPOINT_LOOP = (
+    Path(__file__).resolve().parents[2] / "images" / "dockerfiles" / "base-cpu" / "checkpoint_test.py"
+)
+
+
+def _log_steps(job: Job) -> list[int]:
+    logs = selectors.job_logs(job=job)
+    return (
+        [int(line.split()[1]) for line in logs[0]["log"].splitlines() if line.startswith("step ")]
+        if logs
+        else []
+    )
+
+
+def test_a_preempted_job_is_requeued_and_its_next_run_resumes_from_its_checkpoint(
+    local, researcher, image
+) -> None:
+    loop = [PY, str(CHECKPOINT_LOOP), "--steps", "60", "--step-seconds", "0.05", "--every", "5"]
+    job = _started(local, submit(researcher, image, command=loop, gpus=1, cpu_milli=100))
+    job = _sync_until(local, job, JobStatus.RUNNING)
+    deadline = time.monotonic() + 20
+    while not any(step >= 10 for step in _log_steps(job)):
+        assert time.monotonic() < deadline, "the loop did not reach step 10"
+        time.sleep(0.05)
+
+    # What the cycle does with an eviction of the decision (the policy's choice is tested elsewhere).
+    assert scheduling._preempt(local, job, rule="test", preemptor=None, reason="make room")
+    job = _sync_until(local, job, JobStatus.QUEUED)
+    first_log = selectors.job_logs(job=job)[0]["log"]
+    saved = int(first_log.split("checkpoint saved at step ")[1].split()[0])
+
+    job = _started(local, job)
+    assert task_spec(job, job.tasks.get()).resume
+    job = _sync_until(local, job, JobStatus.SUCCEEDED, JobStatus.FAILED)
+
+    assert job.status == JobStatus.SUCCEEDED.value
+    assert job.preemptions == 1
+    log = selectors.job_logs(job=job)[0]["log"]
+    assert saved >= 10 and f"resumed from step {saved}" in log and "done: 60 steps" in log
+    assert min(_log_steps(job)) == saved + 1  # no step of the first run was done again
