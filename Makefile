@@ -11,6 +11,7 @@ $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps -e ./client  # gpuctl (its dependencies are in the lock)
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 
