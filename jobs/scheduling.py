@@ -476,12 +476,14 @@ def _preempt(
             counters["migrations"] = F("migrations") + 1
             counters["planned_placement"] = [p.to_dict() for p in target]
         Job.objects.filter(pk=job.pk).update(**counters)
-    # After the commit: the sync that sees the tasks stop must find the job PREEMPTING.
-    stop = getattr(backend, "preempt_job", None)
-    if stop is None:  # a backend without the checkpoint contract: stop at once
-        backend.delete_job(str(job.pk))
-    else:
-        stop(str(job.pk), grace)
+        # Fencing, as for placements: a cycle that lost its lease preempts nothing.
+        lease.check()
+    # After the commit: the sync that sees the tasks stop must find the job PREEMPTING. A lost
+    # SIGTERM is not fatal: past its grace the sync (and the reconciler) delete the tasks.
+    try:
+        backend.preempt_job(str(job.pk), grace)
+    except Exception:  # noqa: BLE001  (the job is PREEMPTING either way; see above)
+        logger.warning("could not ask the backend to preempt job %s", job.pk, exc_info=True)
     logger.info("job %s %s (rule %s%s, grace %ss)", job.pk, kind, rule, by, grace)
     return True
 

@@ -18,6 +18,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from jobs import scheduling
+from jobs import sync as scheduling_sync
 from jobs.binding import job_bind
 from jobs.models import Job, JobEvent
 from jobs.states import JobStatus
@@ -272,3 +273,44 @@ def test_the_real_policy_preempts_a_long_job_for_a_new_one_and_names_the_rule(
     sync_status(backend=sim)
     assert Job.objects.get(pk=long.pk).status == JobStatus.QUEUED.value
     assert short.pk in cycle(sim).admitted
+
+
+def test_a_job_that_fails_by_itself_during_its_grace_fails_with_its_own_category(
+    sim, clock, researcher, image
+) -> None:
+    victim = running_job(
+        sim, clock, researcher, image, gpus=1, command=["false"], sim_duration_seconds=20,
+        preemption_grace_seconds=60,
+    )  # fmt: skip
+    apply(sim, Decision(evictions=[Eviction(str(victim.pk), "priority")]))
+    clock.advance(30)
+    sync_status(backend=sim)
+    victim.refresh_from_db()
+    assert (victim.status, victim.failure_category) == (JobStatus.FAILED.value, "USER")
+    assert statuses(victim)[-2:] == ["PREEMPTING", "FAILED"]
+
+
+class IgnoresSigterm(SimulatedBackend):
+    """A cluster whose SIGTERM never arrives (a lost message, a hung runtime)."""
+
+    def preempt_job(self, job_id: str, grace_seconds: float) -> None:
+        return None
+
+
+def test_tasks_still_running_well_past_their_grace_are_deleted_and_the_job_requeued(
+    clock, researcher, image, sim
+) -> None:
+    deaf = IgnoresSigterm(sim.state_path, cluster="small", time_scale=1.0, clock=clock)
+    victim = running_job(deaf, clock, researcher, image, gpus=1, preemption_grace_seconds=10)
+    apply(deaf, Decision(evictions=[Eviction(str(victim.pk), "priority")]))
+    sync_status(backend=deaf)
+    assert Job.objects.get(pk=victim.pk).status == JobStatus.PREEMPTING.value  # within grace + slack
+
+    late = timezone.now() - timedelta(seconds=10 + scheduling_sync.PREEMPT_KILL_SLACK_S + 1)
+    Job.objects.filter(pk=victim.pk).update(preempted_at=late)
+    sync_status(backend=deaf)  # deletes the tasks the backend did not stop
+    sync_status(backend=deaf)  # finds them gone: requeues
+
+    victim.refresh_from_db()
+    assert victim.status == JobStatus.QUEUED.value
+    assert deaf.task_statuses(job_id=str(victim.pk)) == []
