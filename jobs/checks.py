@@ -238,12 +238,15 @@ def check_local_isolation(app_configs: Any = None, **kwargs: Any) -> list[CheckM
     try:
         pwd.getpwnam(user)
     except KeyError:
+        # Development: `make run` creates it before anything binds; other commands (replay, shell)
+        # must not be blocked by it. Production: nothing would create it.
+        severity = Error if settings.LOCAL_ISOLATION_REQUIRED else Warning
         errors.append(
-            Error(
-                f"LOCAL_JOB_USER {user!r} does not exist",
+            severity(
+                f"LOCAL_JOB_USER {user!r} does not exist: local jobs fail to start until it does",
                 hint=f"`make run` creates it when run as root; or: useradd --system --no-create-home "
                 f"--shell /usr/sbin/nologin {user}",
-                id="jobs.E019",
+                id="jobs.E019" if severity is Error else "jobs.W012",
             )
         )
     try:

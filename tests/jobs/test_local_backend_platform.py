@@ -193,7 +193,10 @@ def test_as_root_a_missing_job_user_a_bad_uid_range_and_a_work_dir_inside_var_ar
         LOCAL_WORK_DIR=str(tmp_path / "var" / "local-tasks"),
     )
 
-    assert {code for _, code, _ in messages} >= {"jobs.E019", "jobs.E020", "jobs.E021"}
+    assert {code for _, code, _ in messages} >= {"jobs.W012", "jobs.E020", "jobs.E021"}
+    assert ("Warning", "jobs.W012") in {(kind, code) for kind, code, _ in messages}  # development
+    settings.LOCAL_ISOLATION_REQUIRED = True
+    assert ("Error", "jobs.E019") in {(type(m).__name__, m.id) for m in checks.check_local_isolation()}
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the job user checks apply when the platform is root")
