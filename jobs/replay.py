@@ -203,6 +203,16 @@ def _share_rule(policy: str) -> str:
     return str(getattr(get_policy(policy), "share", "none"))
 
 
+def _policy_rules(policy: str) -> dict[str, bool]:
+    """Which periodic rules the policy has (a rule the policy object does not name counts as on:
+    an extra round decides nothing a policy without the rule would change)."""
+    from scheduler.policy import get_policy
+
+    p = get_policy(policy)
+    names = ("preemptive", "defragment", "introspective", "unpack_on_idle")
+    return {n: bool(getattr(p, n, True)) for n in names}
+
+
 def _shared_request(share: str, num_gpus: int, mem_mib: int, gpu_memory_mib: int) -> tuple[int, int] | None:
     try:
         from scheduler.policy.packing import shared_request
@@ -339,6 +349,9 @@ class _Replay:
         self.alloc: list[float] = []
         self.useful: list[float] = []
         self.waiting: list[int] = []
+        rules = _policy_rules(config.policy)
+        self.rules_when_waiting = rules["preemptive"] or rules["defragment"]
+        self.unpacks = rules["introspective"]
 
     # -- the platform's workers
 
@@ -397,9 +410,13 @@ class _Replay:
         self.waiting.append(Job.objects.filter(status=JobStatus.QUEUED.value).count())
 
     def _round_useful(self) -> bool:
-        waiting = Job.objects.filter(status=JobStatus.QUEUED.value).exists()
-        running = Job.objects.filter(status=JobStatus.RUNNING.value).exists()
-        return (waiting and running) or self.backend.shared_gpus() > 0
+        """The simulator's test: preemption and drains matter while jobs wait and others run,
+        unpacking while a GPU is shared."""
+        if self.rules_when_waiting:
+            waiting = Job.objects.filter(status=JobStatus.QUEUED.value).exists()
+            if waiting and Job.objects.filter(status=JobStatus.RUNNING.value).exists():
+                return True
+        return self.unpacks and self.backend.shared_gpus() > 0
 
     def run(self, traveller: Any) -> None:
         cfg = self.cfg

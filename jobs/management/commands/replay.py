@@ -72,6 +72,9 @@ class Command(BaseCommand):
     help = (
         "Replay a job trace through the platform (services, database, cycle, bind, sync, simulated backend)."
     )
+    # The replay brings its own backend (simulated, on the trace's cluster) and policy: the checks of
+    # the configured backend (a local job user, a kubeconfig) do not apply to it.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--trace", required=True, help="Philly, ITP or Sia/Pollux trace CSV")
