@@ -364,9 +364,9 @@ class _Replay:
                 return wants_cycle
             for name, args in messages:
                 if name == "bind_job":
-                    binding.job_bind(job_id=int(args[0]), backend=self.backend)
+                    binding.job_bind(job_id=int(str(args[0])), backend=self.backend)
                 elif name == "stop_job":
-                    sync.job_stop(job_id=int(args[0]), backend=self.backend)
+                    sync.job_stop(job_id=int(str(args[0])), backend=self.backend)
                 elif name == "run_scheduling_cycle":
                     wants_cycle = True
                 elif name == "sync_status":
