@@ -69,18 +69,19 @@ TEMPLATES = [
 
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}")
 DATABASES = {"default": database_from_url(DATABASE_URL)}
+# Web (several gunicorn workers), worker and beat share one SQLite file. WAL lets readers run beside
+# the one writer instead of blocking it; writers wait up to `timeout` seconds for the write lock
+# (sqlite3's busy handler), and IMMEDIATE takes that lock at BEGIN, where waiting is safe, rather than
+# on the first write of a read transaction, where SQLite fails at once with "database is locked".
+# synchronous=NORMAL is the documented safe pairing with WAL (a power cut may lose the last commits,
+# never corrupt the file).
+SQLITE_OPTIONS = {
+    "timeout": 30,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Web (several gunicorn workers), worker and beat share one SQLite file. WAL lets readers run
-    # beside the one writer instead of blocking it; writers wait up to `timeout` seconds for the write
-    # lock (sqlite3's busy handler), and IMMEDIATE takes that lock at BEGIN, where waiting is safe,
-    # rather than on the first write of a read transaction, where SQLite fails at once with
-    # "database is locked". synchronous=NORMAL is the documented safe pairing with WAL (a power cut
-    # may lose the last commits, never corrupt the file).
-    DATABASES["default"]["OPTIONS"] = {
-        "timeout": 30,
-        "transaction_mode": "IMMEDIATE",
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
-    }
+    DATABASES["default"]["OPTIONS"] = dict(SQLITE_OPTIONS)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
