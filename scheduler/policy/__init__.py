@@ -7,7 +7,7 @@ Contract (the policy helper's work in progress fills in the rules): queue sort, 
 from __future__ import annotations
 
 from scheduler.policy.plan import plan_cycle
-from scheduler.policy.registry import POLICY_NAMES, Policy, get_policy
+from scheduler.policy.registry import DEFAULT_POLICY, POLICY_NAMES, Policy, get_policy
 from scheduler.policy.view import PolicyView, RunningJob
 
-__all__ = ["POLICY_NAMES", "Policy", "PolicyView", "RunningJob", "get_policy", "plan_cycle"]
+__all__ = ["DEFAULT_POLICY", "POLICY_NAMES", "Policy", "PolicyView", "RunningJob", "get_policy", "plan_cycle"]

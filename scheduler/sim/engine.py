@@ -48,18 +48,21 @@ from scheduler.frag.arrays import ClusterArrays
 from scheduler.frag.fragmentation import ShapeKey, TargetWorkload, task_shape
 from scheduler.framework import BuiltProfile, reserve, schedule, unreserve
 from scheduler.model import GPU_MILLI, ClusterSnapshot, JobRequest, Node, Placement, TaskRequest
-from scheduler.sim.cluster import ClusterSpec
-from scheduler.sim.perf import PerfModel, best_link, bottleneck_link, comm_rate
-from scheduler.sim.placement import clear_interference_memo
-from scheduler.sim.policies import (
+from scheduler.plugins.sim_interference import InterferenceMemo, SlotHints
+from scheduler.policy.drain import drain_plan, first_blocked
+from scheduler.policy.packing import (
     SHARED_CPU_MILLI,
     SHARED_MEMORY_MIB,
     WHOLE_CPU_MILLI,
     WHOLE_MEMORY_MIB,
-    Policy,
     shared_request,
 )
-from scheduler.sim.priority import QueuePriority
+from scheduler.policy.preemption import choose_victims
+from scheduler.policy.queue_sort import QueuePriority
+from scheduler.policy.registry import Policy, with_memo
+from scheduler.policy.unpacking import spare_gpus, unpack_on_idle, unpack_victim
+from scheduler.sim.cluster import ClusterSpec
+from scheduler.sim.perf import PerfModel, best_link, bottleneck_link, comm_rate
 from scheduler.sim.trace import TraceJob
 
 PENDING, RUNNING, DONE = 0, 1, 2
@@ -187,8 +190,9 @@ class Simulator:
         self.priority = QueuePriority(policy.las_thresholds, policy.las_inner)
         self.perf = perf
         self.progress = progress
-        clear_interference_memo()  # every run starts cold (and sees the model it is given)
-        self.built: BuiltProfile = policy.profile.build()
+        # Every run starts cold (and sees the model it is given): its own verdict memo.
+        self.memo = InterferenceMemo()
+        self.built: BuiltProfile = with_memo(policy.profile, self.memo).build()
         self.nodes, self.links = spec.build_nodes()
         self.node_by_name = {n.name: i for i, n in enumerate(self.nodes)}
         self.max_node_gpus = max(len(n.gpus) for n in self.nodes)
@@ -612,16 +616,19 @@ class Simulator:
                     vkeys[i], row = self._verdict_key(i)
                     classes[i] = row
                     mat[i, : len(row)] = row
-            data["sim_node_keys"] = [vkeys[i] for i in ids]
-            data["sim_node_group"] = [self.node_group[i] for i in ids]
-            data["sim_slot_ids"] = self._slot_ids
-            data["sim_task_class"] = self.task_class
-            data["sim_node_free"] = np.add.reduceat(self.free_milli, self.offsets[:-1])[ids]
-            data["sim_slot_class"] = mat[ids, :width]
+            hints = SlotHints(
+                node_keys=[vkeys[i] for i in ids],
+                node_group=[self.node_group[i] for i in ids],
+                node_free=np.add.reduceat(self.free_milli, self.offsets[:-1])[ids],
+                slot_class=mat[ids, :width],
+                slot_ids=self._slot_ids,
+                task_class=self.task_class,
+            )
+            data["slot_hints"] = hints
         taken = arrays.take(ids)
         if self.uses_interference:
             # Residents per GPU slot as the call starts, and the row versions they hold for.
-            data["sim_tenant_counts"] = (self.tenant_count[ids, :width], taken.version.copy())
+            hints.tenant_counts = (self.tenant_count[ids, :width], taken.version.copy())
         decision = schedule(
             snapshot, requests, self.built, data=data, arrays=taken, explain=False, annotate=False
         )
@@ -957,14 +964,14 @@ class Simulator:
         if self.policy.introspective:
             for gid in sorted(self.shared_gids):
                 ids = self.tenants[gid]
-                if len(ids) < 2:
-                    continue
-                total = sum(self.jobs[i].rate for i in ids)
-                slow = self.policy.unpack_rule == "tolerance" and any(
-                    self.jobs[i].rate * self.cfg.slowdown_tolerance < 1.0 - 1e-9 for i in ids
+                newest = unpack_victim(
+                    ids,
+                    [self.jobs[i].rate for i in ids],
+                    [self.jobs[i].started_at for i in ids],
+                    self.policy.unpack_rule,
+                    self.cfg.slowdown_tolerance,
                 )
-                if total < 1.0 or slow:
-                    newest = max(ids, key=lambda i: (self.jobs[i].started_at, i))
+                if newest is not None:
                     victim = self.jobs[newest]
                     for other in ids:
                         if other != newest:
@@ -988,139 +995,80 @@ class Simulator:
         return 1.0 if job.shared else job.gpu_eq
 
     def _unpack_on_idle(self, now: float) -> bool:
-        """Gandiva-style migration back: when idle GPUs are left over after every waiting job's
-        need, the newest job of each shared GPU (in GPU order) is restarted (30 s restart cost) so
-        the next cycle places it alone (idle-first admission). A shared pair runs each job at its
-        co-located rate (<= 1); alone both run at 1."""
-        idle = self._idle_gpus()
-        # The same sum in the same order, stopped once no spare GPU can be left (needs are >= 0, so
-        # the partial sums only grow): a long queue is not walked to find that nothing is spare.
-        need = 0.0
-        for i in itertools.islice(self._queue_in_order(), self.cfg.scan_limit):
-            need += self._waiting_need(self.jobs[i])
-            if idle - need < 1 - EPS:
-                return False
-        spare = idle - need
-        if spare < 1 - EPS:
+        """Restart alone the tenants ``scheduler.policy.unpacking.unpack_on_idle`` picks (30 s
+        restart cost); the next cycle places them on idle GPUs (idle-first admission)."""
+        needs = (
+            self._waiting_need(self.jobs[i])
+            for i in itertools.islice(self._queue_in_order(), self.cfg.scan_limit)
+        )
+        spare = spare_gpus(self._idle_gpus(), needs)
+        if not spare:
             return False
-        moved = 0
-        for gid in sorted(self.shared_gids):
-            ids = self.tenants[gid]
-            if len(ids) < 2:
-                continue
-            if moved + 1 > spare + EPS:
-                break
-            newest = max(ids, key=lambda i: (self.jobs[i].started_at, i))
-            self._preempt(self.jobs[newest], now)
+        jobs = self.jobs
+        shared = (
+            (self.tenants[gid], [jobs[t].started_at for t in self.tenants[gid]])
+            for gid in sorted(self.shared_gids)
+        )
+        moved = unpack_on_idle(shared, spare)
+        for idx in moved:
+            self._preempt(jobs[idx], now)
             self.unpacks += 1
-            moved += 1
-        return moved > 0
+        return bool(moved)
 
     def _defragment(self, now: float) -> bool:
-        """Migrate jobs so that a waiting whole-GPU job gets the nodes it needs.
-
-        In queue order, each waiting job takes its need from the idle GPUs (as the 2D-LAS pass
-        counts them); the first whole-GPU job whose need the idle GPUs cover by count but that no set
-        of nodes holds (idle GPUs scattered over nodes) gets nodes drained: on each node chosen for
-        one of its tasks, the fewest GPUs of single-node jobs are moved until the task fits, and only
-        if every moved job fits the idle GPUs of the other nodes (best fit). Moved jobs restart (the
-        preemption penalty) and are placed by ``schedule()`` right after the waiting job, which is
-        placed first (a one-job cycle) so the drained nodes go to it.
-        """
+        """Drain nodes for the first blocked whole-GPU job of the window (``scheduler.policy.drain``):
+        the moved jobs restart (the preemption penalty) and are placed by ``schedule()`` right after
+        the waiting job, which is placed first (a one-job cycle) so the drained nodes go to it."""
         jobs = self.jobs
         fits = _FitCheck(self)
         idle_node = fits._idle()  # idle GPUs per node (read only: the plan works on a copy)
         budget = float(idle_node.sum())
-        for idx in itertools.islice(self._queue_in_order(), self.cfg.window):
-            job = jobs[idx]
-            need = self._waiting_need(job)
-            if need > budget + EPS:
+        queue = itertools.islice(self._queue_in_order(), self.cfg.window)
+        while True:
+            waiting = ((idx, self._waiting_need(jobs[idx]), self._blocked(jobs[idx], fits)) for idx in queue)
+            found = first_blocked(waiting, budget)
+            if found is None:
                 return False
-            budget -= need
-            if job.shared or not job.sizes or fits(job):
-                continue
-            plan = self._drain_plan(job, idle_node)
-            if plan is None:
-                continue
-            for m in plan:
-                self._release(jobs[m], now)
-                self._enqueue(jobs[m])
-                self.migrations += 1
-            self._cycle(now, [job])
-            self._cycle(now, [jobs[m] for m in plan])
-            # One drain per round: draining for every blocked job of the window measured the same
-            # (full Philly -1.4 %, the Sept slice +0.8 %, others within 0.2 %).
-            return True
-        return False
+            idx, budget = found
+            job = jobs[idx]
+            plan = drain_plan(
+                job.sizes, idle_node, self.node_gpus, self._drain_units, lambda j: jobs[j].trace.num_gpus
+            )
+            if plan is not None:
+                break
+        for m in plan:
+            self._release(jobs[m], now)
+            self._enqueue(jobs[m])
+            self.migrations += 1
+        self._cycle(now, [job])
+        self._cycle(now, [jobs[m] for m in plan])
+        return True
 
-    def _drain_plan(self, job: _Job, idle_node: np.ndarray) -> list[int] | None:
-        """Jobs to move so that ``job``'s tasks fit on distinct nodes, or None."""
+    def _blocked(self, job: _Job, fits: _FitCheck) -> bool:
+        return not job.shared and bool(job.sizes) and not fits(job)
+
+    def _drain_units(self, ni: int) -> list[tuple[int, list[int]]]:
+        """What frees GPUs on node ``ni`` (``scheduler.policy.drain``): a whole-GPU job on this node
+        only frees its GPUs; a shared GPU frees when all of its tenants move. Jobs spanning nodes stay."""
         jobs = self.jobs
-        idle = idle_node.copy()
-        movers: list[int] = []
-        open_ = np.ones(len(self.nodes), dtype=bool)
-        for g in job.sizes:
-            eligible = open_ & (self.node_gpus >= g)
-            ready = np.flatnonzero(eligible & (idle >= g))
-            if ready.size:  # a node that holds the task already
-                open_[int(ready[0])] = False
-                idle[int(ready[0])] = 0
+        units: list[tuple[int, list[int]]] = []
+        seen: set[int] = set()
+        for tid in self.node_running[ni]:
+            j = self.task_owner[tid]
+            if j in seen:
                 continue
-            best: tuple[int, int, list[int]] | None = None
-            cand = np.flatnonzero(eligible)
-            # Fewest GPUs short first: a node short of s GPUs costs at least s moved GPUs, so the
-            # walk stops once that bound exceeds the best plan found (ties: the lowest node index).
-            for ni in cand[np.argsort(-idle[cand], kind="stable")].tolist():
-                short = g - int(idle[ni])
-                if best is not None and short * 1000 > best[0]:
-                    break
-                # Units that free GPUs: a whole-GPU job on this node only frees its GPUs; a shared
-                # GPU frees when all of its tenants move. Jobs spanning nodes stay.
-                units: list[tuple[int, list[int]]] = []
-                seen: set[int] = set()
-                for tid in self.node_running[ni]:
-                    j = self.task_owner[tid]
-                    if j in seen:
-                        continue
-                    seen.add(j)
-                    jb = jobs[j]
-                    if len(jb.placements) == 1 and not jb.shared:
-                        units.append((jb.trace.num_gpus, [j]))
-                for gid in range(self.offsets[ni], self.offsets[ni + 1]):
-                    tenants = self.tenants[gid]
-                    if tenants and all(jobs[t].shared for t in tenants):
-                        units.append((1, sorted(tenants)))
-                cands = sorted(units, key=lambda u: (u[0], u[1]))
-                freed = 0
-                picked: list[int] = []
-                for size, ids in cands:
-                    if freed >= short:
-                        break
-                    freed += size
-                    picked.extend(ids)
-                if freed < short:
-                    continue
-                cost = sum(jobs[j].trace.num_gpus for j in picked) * 1000 + len(picked)
-                if best is None or (cost, ni) < best[:2]:
-                    best = (cost, ni, picked)
-            if best is None:
-                return None
-            _, ni, picked = best
-            open_[ni] = False
-            movers.extend(picked)
-            idle[ni] = 0  # the task takes the node's freed GPUs (the rest stay out of the fit below)
-        # Every moved job must fit the idle GPUs of the nodes not chosen (best fit, largest first).
-        rest = np.where(open_, idle, 0)
-        for j in sorted(movers, key=lambda j: -jobs[j].trace.num_gpus):
-            g = jobs[j].trace.num_gpus  # a shared job: one idle GPU of its own (idle first)
-            ok_nodes = np.flatnonzero(rest >= g)
-            if ok_nodes.size == 0:
-                return None
-            best_node = int(ok_nodes[np.argmin(rest[ok_nodes])])
-            rest[best_node] -= g
-        return movers
+            seen.add(j)
+            jb = jobs[j]
+            if len(jb.placements) == 1 and not jb.shared:
+                units.append((jb.trace.num_gpus, [j]))
+        for gid in range(self.offsets[ni], self.offsets[ni + 1]):
+            tenants = self.tenants[gid]
+            if tenants and all(jobs[t].shared for t in tenants):
+                units.append((1, sorted(tenants)))
+        return units
 
     def _las_preempt(self, now: float) -> bool:
+        """2D-LAS level preemption (``scheduler.policy.preemption.choose_victims``) over the window."""
         jobs = self.jobs
         best_pending_level = min(int(b[0][0][0]) for b in self.buckets.values() if b)
         thresholds = np.asarray(self.policy.las_thresholds)
@@ -1135,28 +1083,23 @@ class Simulator:
         levels = dict(zip(ids[mask].tolist(), levels_arr[mask].tolist(), strict=True))
         # Lowest priority first: highest level, then most recently started.
         victims = sorted(levels, key=lambda i: (-levels[i], -jobs[i].started_at, -i))
+        tenants = self.tenants
+
+        def frees(victim: int, chosen: set[int]) -> float:
+            # A GPU becomes idle when all of its tenants are chosen.
+            return float(sum(1 for g in jobs[victim].gids if all(t in chosen for t in tenants[g])))
+
+        waiting = (
+            (jobs[idx], self._waiting_need(jobs[idx]))
+            for idx in itertools.islice(self._queue_in_order(), self.cfg.window)
+        )
         # Free capacity in idle GPUs: what a waiting job can actually use. With whole GPUs only this
         # is the free milli-GPU sum; with shared GPUs a half-used GPU whose resident nobody may join
         # would otherwise count as free and block every preemption.
-        free = float(self._idle_gpus())
-        chosen: list[int] = []
-        chosen_set: set[int] = set()
-        v = 0
-        for idx in itertools.islice(self._queue_in_order(), self.cfg.window):
-            job = jobs[idx]
-            lvl = int(job.key[0])
-            need = self._waiting_need(job)
-            while free < need - EPS and v < len(victims) and levels[victims[v]] > lvl:
-                victim = jobs[victims[v]]
-                chosen.append(victims[v])
-                chosen_set.add(victims[v])
-                # A GPU becomes idle when all of its tenants are chosen.
-                free += sum(1 for g in victim.gids if all(t in chosen_set for t in self.tenants[g]))
-                v += 1
-            if free < need - EPS:
-                break
-            free -= need
-        for idx in chosen:
+        chosen = choose_victims(
+            waiting, victims, lambda job, v: levels[v] > int(job.key[0]), frees, float(self._idle_gpus())
+        )
+        for idx, _ in chosen:
             self._preempt(jobs[idx], now)
         return bool(chosen)
 

@@ -12,7 +12,7 @@ from scheduler.sim.cluster import ClusterSpec, load_cluster_spec
 from scheduler.sim.engine import SimConfig, SimResult, Simulator
 from scheduler.sim.metrics import summarise
 from scheduler.sim.perf import PerfModel, load_perf_model
-from scheduler.sim.policies import make_policy
+from scheduler.policy.registry import make_policy
 from scheduler.sim.trace import Trace, load_trace
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]

@@ -1,22 +1,10 @@
-"""Placement plugins of the simulator's baselines (registered as ``sim_*``; the platform never uses them).
-
-- ``sim_least_allocated`` (score): Kubernetes' default NodeResourcesFit/LeastAllocated on GPUs,
-  ``100 * free_milli / capacity_milli`` of the node: spreads.
-- ``sim_most_allocated`` (score): ``100 * used_milli / capacity_milli``: packs (consolidation,
-  as Tiresias and Gandiva place).
-- ``sim_gpu_memory_binpack`` (score + GPU chooser): Alibaba gpushare's binpack by GPU memory:
-  the node, then the GPU, whose free GPU memory left after placing is smallest wins.
-- ``sim_interference`` (filter + score + GPU admission, ours): the platform's ``interference_aware``
-  with a memo across cycles and a pack rule, see ``CachedInterference``.
-- ``sim_gandiva_gpus`` (GPU chooser): an idle GPU first; when none, pack onto a GPU that already has
-  one tenant, skipping tenants whose job type the job learnt to avoid (Gandiva's introspection).
-
-Task ids made by the simulator end in ``#<job type index>`` so choosers can see a tenant's job type
-without a side channel; ``JobRequest.hints["avoid_types"]`` lists job type indices (comma separated).
-"""
+"""``sim_interference`` (filter + score + GPU admission; ours): the platform's ``interference_aware``
+with a memo across cycles (``InterferenceMemo``, injected through the profile's args), slot classes
+from the caller (``SlotHints``), a pack rule and idle GPU first; see ``CachedInterference``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,99 +15,75 @@ from scheduler.interference.predict import SetQuery, predict_sets
 from scheduler.model import GPU_MILLI, Node, TaskRequest
 from scheduler.plugins.interference_aware import GpuVerdict, InterferenceAware
 from scheduler.plugins.resource_fit import fitting_gpus
-
-
-def _capacity(node: Node) -> int:
-    return len(node.gpus) * GPU_MILLI or 1
-
-
-def tenant_type(task_id: str) -> int:
-    """Job type index encoded in a simulator task id (``job/t0#17`` -> 17); -1 if none."""
-    _, sep, tail = task_id.rpartition("#")
-    return int(tail) if sep and tail.isdigit() else -1
-
-
-@register("sim_least_allocated")
-class LeastAllocated:
-    name = "sim_least_allocated"
-
-    def score(self, state: CycleState, task: TaskRequest, node: Node) -> float:
-        used = sum(g.used_milli for g in node.gpus)
-        return 100.0 * (_capacity(node) - used) / _capacity(node)
-
-
-@register("sim_most_allocated")
-class MostAllocated:
-    name = "sim_most_allocated"
-
-    def score(self, state: CycleState, task: TaskRequest, node: Node) -> float:
-        used = sum(g.used_milli for g in node.gpus)
-        return 100.0 * used / _capacity(node)
-
-
-@register("sim_gpu_memory_binpack")
-class GpuMemoryBinpack:
-    name = "sim_gpu_memory_binpack"
-
-    def score(self, state: CycleState, task: TaskRequest, node: Node) -> float:
-        if task.gpus or not node.gpus:
-            return 100.0 * sum(g.used_memory_mib for g in node.gpus) / max(1, _mem(node))
-        fits = fitting_gpus(task, node)
-        if not fits:
-            return 0.0
-        left = min(node.gpus[i].free_memory_mib - task.gpu_memory_mib for i in fits)
-        return 100.0 * (1.0 - left / max(1, node.gpus[fits[0]].memory_mib))
-
-    def choose_gpus(self, state: CycleState, task: TaskRequest, node: Node) -> tuple[int, ...] | None:
-        fits = fitting_gpus(task, node)
-        needed = max(task.gpus, 1)
-        if len(fits) < needed:
-            return None
-        if task.gpus:
-            return tuple(fits[:needed])
-        best = min(fits, key=lambda i: (node.gpus[i].free_memory_mib, i))
-        return (best,)
-
-
-def _mem(node: Node) -> int:
-    return sum(g.memory_mib for g in node.gpus)
-
-
-@register("sim_gandiva_gpus")
-class GandivaGpus:
-    name = "sim_gandiva_gpus"
-
-    def choose_gpus(self, state: CycleState, task: TaskRequest, node: Node) -> tuple[int, ...] | None:
-        fits = fitting_gpus(task, node)
-        needed = max(task.gpus, 1)
-        if len(fits) < needed:
-            return None
-        if task.gpus:
-            return tuple(fits[:needed])
-        idle = [i for i in fits if node.gpus[i].is_idle]
-        if idle:
-            return (idle[0],)
-        job = state.job
-        avoid_raw = job.hints.get("avoid_types", "") if job is not None else ""
-        avoid = {int(x) for x in avoid_raw.split(",") if x}
-        for i in fits:
-            if not any(tenant_type(t) in avoid for t in node.gpus[i].tenants):
-                return (i,)
-        return None
-
-
-# -- ours: the platform's interference plugin with what a real platform would cache ----------------
+from scheduler.plugins.sim_gandiva_gpus import tenant_type
 
 _SetOutcome = tuple[bool, float, float, float, int, str, str]
-
-
-_MEMOS: dict[tuple[object, ...], dict[tuple[object, ...], Any]] = {}
 NODE_MEMO_LIMIT = 200_000
 
 
-def clear_interference_memo() -> None:
-    """Forget memoised set verdicts (the simulator starts every run cold)."""
-    _MEMOS.clear()
+@dataclass
+class MemoTables:
+    """The verdict tables of one plugin setting (see ``CachedInterference``)."""
+
+    # Co-location set key -> outcome (admissible, slowdowns, throughput, residents, source, why).
+    sets: dict[tuple[object, ...], _SetOutcome] = field(default_factory=dict)
+    # Node signature (per-node path) -> verdicts per fitting GPU.
+    nodes: dict[tuple[object, ...], list[GpuVerdict]] = field(default_factory=dict)
+    # The caller's node key (``SlotHints.node_keys``) -> verdicts per fitting GPU.
+    node_keys: dict[tuple[object, ...], list[GpuVerdict]] = field(default_factory=dict)
+    # (newcomer, avoided types, slot class) -> (admissible, why not, predicted GPU throughput).
+    classes: dict[tuple[object, ...], tuple[bool, str, float]] = field(default_factory=dict)
+
+
+class InterferenceMemo:
+    """Verdicts kept across cycles, injected by the caller (the profile's args ``memo``, see
+    ``scheduler.policy.registry.with_memo``): the simulator makes one per run (every run starts
+    cold and sees the model it is given), the platform keeps one in ``PolicyView.memo``. Only a
+    cache: a verdict depends only on its key."""
+
+    def __init__(self) -> None:
+        self._tables: dict[tuple[object, ...], MemoTables] = {}
+
+    def tables(self, settings: tuple[object, ...]) -> MemoTables:
+        return self._tables.setdefault(settings, MemoTables())
+
+    def clear(self) -> None:
+        self._tables.clear()
+
+
+@dataclass
+class SlotHints:
+    """What the caller knows about the offered nodes (one entry per ``ClusterArrays`` row), so that
+    the plugin reads verdicts per slot class instead of walking nodes (see ``Simulator._verdict_key``).
+
+    - ``node_keys``: per row, what the verdicts on the node depend on besides the newcomer;
+    - ``node_group``: per row, its hardware group;
+    - ``node_free``: per row, its free milli-GPU as the call starts (a row whose free milli moves
+      during the call no longer matches its key);
+    - ``slot_class``: (rows, G) slot class of each GPU (-1: no residents or no room);
+    - ``slot_ids``: the class table (class -> id), which the plugin extends for rows the call changes;
+    - ``task_class``: task id -> its part of a slot class;
+    - ``tenant_counts``: residents per GPU slot and the row versions they hold for, or None.
+    """
+
+    node_keys: list[tuple[object, ...] | None]
+    node_group: list[int]
+    node_free: np.ndarray
+    slot_class: np.ndarray
+    slot_ids: dict[tuple[object, ...], int]
+    task_class: dict[str, Any]
+    tenant_counts: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _hint(state: CycleState) -> SlotHints:
+    hints: SlotHints = state.data["slot_hints"]
+    return hints
+
+
+def _hints(state: CycleState, name: str) -> Any:
+    """Field ``name`` of the caller's ``SlotHints``, None when it gave none (the platform, tests)."""
+    hints = state.data.get("slot_hints")
+    return None if hints is None else getattr(hints, name)
 
 
 @register("sim_interference")
@@ -132,7 +96,7 @@ class CachedInterference(InterferenceAware):
       type, the residents' job types, the GPU type, the share and the tolerances, so it is predicted
       once per such key for the whole run (the real plugin memoises per cycle). Only GPUs that fit
       the task *and* have residents are ever predicted (idle GPUs are "alone", no model call).
-    - **slot classes from the simulator** (``CycleState.data["sim_slot_class"]`` and friends, see
+    - **slot classes from the simulator** (``SlotHints`` in ``CycleState.data["slot_hints"]``, see
       ``Simulator._verdict_key``; absent elsewhere, where the per-node path runs): a GPU with
       residents is named by a class id (node group, residents' job types and request shapes), so
       ``filter_rows``, ``score_rows`` and ``filter`` read one memoised verdict per (newcomer,
@@ -158,21 +122,30 @@ class CachedInterference(InterferenceAware):
 
     name = "sim_interference"
 
-    def __init__(self, min_total_throughput: float = 1.0, idle_first: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        min_total_throughput: float = 1.0,
+        idle_first: bool = True,
+        memo: InterferenceMemo | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.min_total_throughput = min_total_throughput
         self.idle_first = idle_first
-        # Shared by the filter, score and chooser instances of one profile (one dict per settings).
-        settings = (self.model_path, self.use_model, self.conservative, self.min_feasible, self.mechanism)
-        self._memo = _MEMOS.setdefault((*settings, min_total_throughput), {})
-        self._node_memo = _MEMOS.setdefault(("nodes", *settings, min_total_throughput), {})
-        # Keyed by the simulator's node key (job types and shapes of residents, not task ids).
-        self._sim_memo = _MEMOS.setdefault(("sim-nodes", *settings, min_total_throughput), {})
+        # The caller's memo (shared by the filter, score and chooser instances of one profile and
+        # kept across cycles), else one of this instance's own; one table set per settings.
+        settings = (
+            self.model_path, self.use_model, self.conservative, self.min_feasible, self.mechanism,
+            min_total_throughput,
+        )  # fmt: skip
+        tables = (memo if memo is not None else InterferenceMemo()).tables(settings)
+        self._memo = tables.sets
+        self._node_memo = tables.nodes
+        # Keyed by the caller's node key (job types and shapes of residents, not task ids).
+        self._sim_memo = tables.node_keys
         # (newcomer, avoided types, slot class) -> (admissible, why not, predicted GPU throughput)
         # (see ``filter_rows``).
-        self._class_memo: dict[tuple[object, ...], tuple[bool, str, float]] = _MEMOS.setdefault(
-            ("sim-classes", *settings, min_total_throughput), {}
-        )
+        self._class_memo = tables.classes
 
     @staticmethod
     def _ident(profile: dict[str, Any]) -> object:
@@ -184,12 +157,12 @@ class CachedInterference(InterferenceAware):
         # Same task, same node state within a cycle (filter, score, admission and chooser ask in
         # turn): answered from the cycle's memo. A node's state is its row's ``ClusterArrays.version``
         # (the placement engine bumps it on every commit, release and admission mask).
-        seen: dict[tuple[object, ...], list[GpuVerdict]] = cycle.setdefault("sim_verdicts", {})
+        seen: dict[tuple[object, ...], list[GpuVerdict]] = cycle.setdefault("interference_verdicts", {})
         arrays = state.arrays
         if arrays is not None:
-            rows_of = cycle.get("sim_rows")
+            rows_of = cycle.get("interference_rows")
             if rows_of is None:
-                rows_of = cycle["sim_rows"] = {name: i for i, name in enumerate(arrays.names)}
+                rows_of = cycle["interference_rows"] = {name: i for i, name in enumerate(arrays.names)}
             node_keys: list[tuple[object, ...]] = [
                 (task.task_id, rows_of[node.name], int(arrays.version[rows_of[node.name]])) for node in nodes
             ]
@@ -323,15 +296,15 @@ class CachedInterference(InterferenceAware):
     def _sim_keys(
         state: CycleState, nodes: list[Node], node_keys: list[tuple[object, ...]], seen: dict[Any, Any]
     ) -> list[tuple[object, ...] | None] | None:
-        """Per node, the simulator's verdict key (``CycleState.data["sim_node_keys"]``, one per row,
+        """Per node, the simulator's verdict key (``SlotHints.node_keys``, one per row,
         see ``Simulator._verdict_key``) when the row is still as the call received it (its free
         milli-GPU unchanged: placements only take, a rollback gives back what it took), else None.
         None when the simulator gave no keys (the platform, tests)."""
-        keys = state.data.get("sim_node_keys")
+        keys = _hints(state, "node_keys")
         arrays = state.arrays
         if keys is None or arrays is None or len(keys) != arrays.n:
             return None
-        cycle = state.data.setdefault("sim_fast", {})
+        cycle = state.data.setdefault("interference_fast", {})
         rows_of = cycle.get("rows")
         if rows_of is None:
             rows_of = cycle["rows"] = {name: i for i, name in enumerate(arrays.names)}
@@ -341,7 +314,7 @@ class CachedInterference(InterferenceAware):
             return out
         rows = np.array([rows_of[nodes[pos].name] for pos in todo], dtype=np.int64)
         free = np.where(arrays.gpu_exists[rows], arrays.gpu_free[rows], 0).sum(axis=1)
-        same = free == state.data["sim_node_free"][rows]
+        same = free == _hint(state).node_free[rows]
         for pos, row, ok in zip(todo, rows.tolist(), same.tolist(), strict=True):
             if ok:
                 out[pos] = keys[row]
@@ -367,9 +340,9 @@ class CachedInterference(InterferenceAware):
 
     def _counts(self, state: CycleState, cycle: dict[str, Any], rows: np.ndarray) -> np.ndarray:
         """The real plugin's resident counts, started from the simulator's per-slot counts
-        (``CycleState.data["sim_tenant_counts"]``: counts and the row versions they hold for) instead
+        (``SlotHints.tenant_counts``: counts and the row versions they hold for) instead
         of walking every offered node; rows the call changed since are recounted as before."""
-        given = state.data.get("sim_tenant_counts")
+        given = _hints(state, "tenant_counts")
         arrays = state.arrays
         if given is not None and arrays is not None and cycle["counts"] is None:
             counts, versions = given
@@ -390,7 +363,7 @@ class CachedInterference(InterferenceAware):
         if not (self.idle_first and task.is_shared) or state.arrays is None:
             return False
         # Asked by every filter call of a placement: memoised per (task, cluster state).
-        memo: dict[tuple[str, int], bool] = state.data.setdefault("sim_idle_somewhere", {})
+        memo: dict[tuple[str, int], bool] = state.data.setdefault("interference_idle_somewhere", {})
         key = (task.task_id, int(state.arrays.version.sum()))
         hit = memo.get(key)
         if hit is None:
@@ -400,7 +373,7 @@ class CachedInterference(InterferenceAware):
     def _idle_all(self, state: CycleState, task: TaskRequest) -> np.ndarray:
         """``_idle_mask`` of every row, memoised per (task, cluster state): the filter, the GPU
         admission and the per-node filter of one placement all read it (read only)."""
-        memo: dict[str, tuple[int, np.ndarray]] = state.data.setdefault("sim_idle_all", {})
+        memo: dict[str, tuple[int, np.ndarray]] = state.data.setdefault("interference_idle_all", {})
         stamp = int(state.arrays.version.sum())  # every write bumps a row's version
         hit = memo.get(task.task_id)
         if hit is None or hit[0] != stamp:
@@ -421,13 +394,13 @@ class CachedInterference(InterferenceAware):
     def _fast_filter(self, state: CycleState, task: TaskRequest, node: Node) -> Status | None:
         """The real plugin's ``filter`` (same verdict, same reason) from the slot-class memo (asked
         per node by the placement engine's explanation of a task that fits nowhere)."""
-        classes = state.data.get("sim_slot_class")
+        classes = _hints(state, "slot_class")
         if classes is None or not task.is_shared or task.gpu_models or state.arrays is None:
             return None
         cycle = self._cycle(state)
         if self._shares_table(state, cycle, task, 0) is not None:
             return None
-        fast = state.data.setdefault("sim_fast", {})
+        fast = state.data.setdefault("interference_fast", {})
         rows_of = fast.get("rows")
         if rows_of is None:
             rows_of = fast["rows"] = {name: i for i, name in enumerate(state.arrays.names)}
@@ -480,9 +453,9 @@ class CachedInterference(InterferenceAware):
         self, state: CycleState, cycle: dict[str, Any], task: TaskRequest, rows: np.ndarray, cand: np.ndarray
     ) -> np.ndarray:
         # The verdicts of rows the call has not changed are read per slot class
-        # (``CycleState.data["sim_slot_class"]``, see ``Simulator._verdict_key``) from a memo across
+        # (``SlotHints.slot_class``, see ``Simulator._verdict_key``) from a memo across
         # calls, without Python per node or GPU.
-        if state.data.get("sim_slot_class") is None or task.gpu_models or state.arrays is None:
+        if _hints(state, "slot_class") is None or task.gpu_models or state.arrays is None:
             return super()._admissible_rows(state, cycle, task, rows, cand)
         cls = np.where(cand, self._row_classes(state, rows), -1)
         if (cls[cand] < 0).any():  # a fitting GPU with residents but no class: not the sim's
@@ -495,28 +468,28 @@ class CachedInterference(InterferenceAware):
 
     def _row_classes(self, state: CycleState, sub: np.ndarray) -> np.ndarray:
         """(len(sub), G) slot classes of rows ``sub`` as they are now: the simulator's
-        (``CycleState.data["sim_slot_class"]``) for a row the call has not changed (its free
+        (``SlotHints.slot_class``) for a row the call has not changed (its free
         milli-GPU unchanged: placements only take, a rollback gives back what it took), else
         interned the simulator's way from the node's residents, once per row version."""
         data = state.data
         arrays = state.arrays
-        out: np.ndarray = data["sim_slot_class"][sub]
+        out: np.ndarray = _hint(state).slot_class[sub]
         free = np.where(arrays.gpu_exists[sub], arrays.gpu_free[sub], 0).sum(axis=1)
-        changed = np.flatnonzero(free != data["sim_node_free"][sub])
+        changed = np.flatnonzero(free != _hint(state).node_free[sub])
         if not changed.size:
             return out
         out = out.copy()
-        fast = data.setdefault("sim_fast", {})
+        fast = data.setdefault("interference_fast", {})
         memo: dict[tuple[int, int], np.ndarray] = fast.setdefault("classes", {})
-        ids: dict[tuple[object, ...], int] = data["sim_slot_ids"]
-        of_task = data["sim_task_class"]
+        ids: dict[tuple[object, ...], int] = _hint(state).slot_ids
+        of_task = _hint(state).task_class
         for pos in changed.tolist():
             row = int(sub[pos])
             key = (row, int(arrays.version[row]))
             vec = memo.get(key)
             if vec is None:
                 vec = np.full(out.shape[1], -1, dtype=np.int64)
-                group = data["sim_node_group"][row]
+                group = _hint(state).node_group[row]
                 for gpu in state.snapshot.nodes[row].gpus:
                     if 0 < gpu.used_milli < GPU_MILLI:
                         cls = (group, tuple(sorted(of_task[t] for t in gpu.tenants)))
@@ -587,7 +560,7 @@ class CachedInterference(InterferenceAware):
     def score_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
         if self._idle_somewhere(state, task):
             return np.ones(len(rows))
-        classes = state.data.get("sim_slot_class")
+        classes = _hints(state, "slot_class")
         if classes is None or not task.is_shared or task.gpu_models or state.arrays is None:
             return super().score_rows(state, task, rows)
         cycle = self._cycle(state)

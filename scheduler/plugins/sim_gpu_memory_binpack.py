@@ -1,0 +1,36 @@
+"""``sim_gpu_memory_binpack`` (score + GPU chooser, a baseline of the simulator): Alibaba gpushare's
+binpack by GPU memory: the node, then the GPU, whose free GPU memory left after placing is smallest wins."""
+
+from __future__ import annotations
+
+from scheduler.framework import CycleState, register
+from scheduler.model import Node, TaskRequest
+from scheduler.plugins.resource_fit import fitting_gpus
+
+
+@register("sim_gpu_memory_binpack")
+class GpuMemoryBinpack:
+    name = "sim_gpu_memory_binpack"
+
+    def score(self, state: CycleState, task: TaskRequest, node: Node) -> float:
+        if task.gpus or not node.gpus:
+            return 100.0 * sum(g.used_memory_mib for g in node.gpus) / max(1, _mem(node))
+        fits = fitting_gpus(task, node)
+        if not fits:
+            return 0.0
+        left = min(node.gpus[i].free_memory_mib - task.gpu_memory_mib for i in fits)
+        return 100.0 * (1.0 - left / max(1, node.gpus[fits[0]].memory_mib))
+
+    def choose_gpus(self, state: CycleState, task: TaskRequest, node: Node) -> tuple[int, ...] | None:
+        fits = fitting_gpus(task, node)
+        needed = max(task.gpus, 1)
+        if len(fits) < needed:
+            return None
+        if task.gpus:
+            return tuple(fits[:needed])
+        best = min(fits, key=lambda i: (node.gpus[i].free_memory_mib, i))
+        return (best,)
+
+
+def _mem(node: Node) -> int:
+    return sum(g.memory_mib for g in node.gpus)

@@ -1,0 +1,65 @@
+"""Unpacking: which job of a shared GPU is moved off it, and when.
+
+- ``gandiva`` (introspection, Gandiva): a GPU whose tenants' measured combined progress rate is
+  below 1 (packing loses to taking turns) loses its newest tenant.
+- ``tolerance`` (ours): the same, and also when a tenant's measured rate is below
+  1 / its ``slowdown_tolerance`` (the prediction that admitted it was too optimistic).
+- *on idle* (ours, ``Policy.unpack_on_idle``): when idle GPUs are left over after every waiting
+  job's need, the newest tenant of each shared GPU (in GPU order, one per spare GPU) is restarted so
+  that the next cycle places it alone (idle GPU first): alone, both jobs run at 1.
+
+The moved job waits again (its restart costs the checkpoint restore); under ``gandiva`` and
+``tolerance`` it learns to avoid its former co-tenants' job types (``hints["avoid_types"]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
+
+EPS = 1e-9
+T = TypeVar("T")
+
+
+def unpack_victim(
+    tenants: Sequence[T], rates: Sequence[float], started: Sequence[float], rule: str, tolerance: float
+) -> T | None:
+    """The tenant to move off one GPU (the newest: latest start, then the largest id), or None.
+
+    ``rates``: measured progress rate of each tenant (1.0 = as fast as alone)."""
+    if len(tenants) < 2:
+        return None
+    slow = rule == "tolerance" and any(r * tolerance < 1.0 - EPS for r in rates)
+    if sum(rates) >= 1.0 and not slow:
+        return None
+    return newest(tenants, started)
+
+
+def newest(tenants: Sequence[T], started: Sequence[float]) -> T:
+    """The most recently started tenant (ties: the larger id)."""
+    return max(zip(started, tenants, strict=True), key=lambda st: (st[0], st[1]))[1]  # type: ignore[arg-type]
+
+
+def spare_gpus(idle: int, needs: Iterable[float]) -> float:
+    """Idle GPUs left after every waiting job's need (0 when none is spare). Stops as soon as no
+    spare GPU can be left (needs are >= 0), so a long queue is not walked for nothing."""
+    need = 0.0
+    for n in needs:
+        need += n
+        if idle - need < 1 - EPS:
+            return 0.0
+    spare = idle - need
+    return spare if spare >= 1 - EPS else 0.0
+
+
+def unpack_on_idle(shared: Iterable[tuple[Sequence[T], Sequence[float]]], spare: float) -> list[T]:
+    """Tenants to restart alone: the newest of each shared GPU (``(tenants, their starts)``, in GPU
+    order), one per spare GPU."""
+    moved: list[T] = []
+    for tenants, started in shared:
+        if len(tenants) < 2:
+            continue
+        if len(moved) + 1 > spare + EPS:
+            break
+        moved.append(newest(tenants, started))
+    return moved
