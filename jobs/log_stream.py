@@ -124,6 +124,11 @@ class LogsFollowQuery(serializers.Serializer):
     )
 
 
+def _job_status(job: Job) -> tuple[str, str]:
+    status, category = Job.objects.filter(pk=job.pk).values_list("status", "failure_category").get()
+    return str(status), str(category)
+
+
 def _sse(event: str, data: dict[str, Any], event_id: str | None = None) -> str:
     lines = [f"event: {event}"]
     if event_id is not None:
@@ -151,6 +156,7 @@ def follow_events(
     read_logs: Callable[[Job, int | None], list[dict[str, Any]]],
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    status_of: Callable[[Job], tuple[str, str]] | None = None,
 ) -> Iterator[str]:
     """The SSE stream of ``job``'s output; ``read_logs(job, task_index)`` is the selector's read."""
     poll = max(0.05, _setting("LOGS_FOLLOW_POLL_SECONDS", 1.0))
@@ -162,7 +168,7 @@ def follow_events(
     yield f"retry: {int(poll * 1000)}\n\n"
     last_sent = clock()
     while True:
-        status, category = Job.objects.filter(pk=job.pk).values_list("status", "failure_category").get()
+        status, category = (status_of or _job_status)(job)
         ended = status in FINAL
         try:
             tasks = read_logs(job, task_index)

@@ -25,6 +25,34 @@ REPO = Path(__file__).resolve().parents[2]
 CLIENT_SRC = REPO / "client"
 TIME_SCALE = 300.0  # 300 simulated seconds per real second
 
+# On SQLite the live server's threads and this test share one in-memory connection (Django's
+# connections_override), and two threads using one sqlite3 connection at once fail with "database
+# table is locked". So every request, every chunk of a streamed answer and every drive() run under
+# this lock: the database sees one user at a time, as it would through its own locking on a file.
+DB_LOCK = threading.RLock()
+
+
+class _LockedBody:
+    """A WSGI answer whose chunks are produced (and whose close runs) under DB_LOCK."""
+
+    def __init__(self, body: Any) -> None:
+        self.body = body
+        self.chunks = iter(body)
+
+    def __iter__(self) -> Iterator[bytes]:
+        while True:
+            with DB_LOCK:
+                try:
+                    chunk = next(self.chunks)
+                except StopIteration:
+                    return
+            yield chunk
+
+    def close(self) -> None:
+        with DB_LOCK:
+            if hasattr(self.body, "close"):
+                self.body.close()
+
 
 @dataclass
 class Result:
@@ -47,13 +75,15 @@ class Platform:
         from jobs.cluster import get_backend
         from jobs.models import Job
 
-        backend = get_backend()
-        scheduling.run_scheduling_cycle(backend=backend)
-        for job_id in Job.objects.filter(status="ADMITTED").values_list("pk", flat=True):
-            binding.job_bind(job_id=job_id, backend=backend)
-        sync.sync_status(backend=backend)
-        now = time.monotonic()
-        for job_id, status in Job.objects.values_list("pk", "status"):
+        with DB_LOCK:
+            backend = get_backend()
+            scheduling.run_scheduling_cycle(backend=backend)
+            for job_id in Job.objects.filter(status="ADMITTED").values_list("pk", flat=True):
+                binding.job_bind(job_id=job_id, backend=backend)
+            sync.sync_status(backend=backend)
+            now = time.monotonic()
+            rows = list(Job.objects.values_list("pk", "status"))
+        for job_id, status in rows:
             last = [s for _, j, s in self.statuses if j == job_id]
             if not last or last[-1] != status:
                 self.statuses.append((now, job_id, status))
@@ -64,7 +94,8 @@ class Platform:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.drive()
-            status = Job.objects.get(pk=job_id).status
+            with DB_LOCK:
+                status = Job.objects.get(pk=job_id).status
             if status in statuses:
                 return status
             time.sleep(0.05)
@@ -132,7 +163,8 @@ class Platform:
 
 
 @pytest.fixture
-def platform(live_server: Any, settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Platform]:
+def sim_cluster(settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The demo simulated cluster in a temporary state file, sped up; no Celery worker."""
     settings.CLUSTER_BACKEND = "simulated"
     settings.SIM_STATE_PATH = str(tmp_path / "cluster.json")
     settings.SIM_CLUSTER = "demo"
@@ -146,9 +178,27 @@ def platform(live_server: Any, settings: Any, tmp_path: Path, monkeypatch: pytes
     }
     # No Celery worker: Platform.drive() runs cycles, binds and syncs itself.
     monkeypatch.setattr("jobs.dispatch._enqueue", lambda *args: None)
-    home = tmp_path / "home"
+    return tmp_path
+
+
+@pytest.fixture
+def platform(live_server: Any, sim_cluster: Path, settings: Any) -> Iterator[Platform]:
+    # The stream yields at least every poll, so it never holds DB_LOCK for longer than one poll.
+    settings.LOGS_FOLLOW_KEEPALIVE_SECONDS = 0.1
+    httpd = live_server.thread.httpd
+    app = httpd.get_app()
+
+    def locked_app(environ: dict[str, Any], start_response: Any) -> _LockedBody:
+        with DB_LOCK:
+            return _LockedBody(app(environ, start_response))
+
+    httpd.set_app(locked_app)
+    home = sim_cluster / "home"
     home.mkdir()
-    yield Platform(url=live_server.url, home=home)
+    try:
+        yield Platform(url=live_server.url, home=home)
+    finally:
+        httpd.set_app(app)
 
 
 @pytest.fixture

@@ -15,7 +15,14 @@ from gpuctl import spec as client_spec
 from gpuctl.errors import UsageError
 from gpuctl.models import MODELS, SUBMIT_FIELDS, ApiModel
 
-OPENAPI_TYPES = {"integer": int, "number": float, "string": str, "boolean": bool, "array": list, "object": dict}
+OPENAPI_TYPES = {
+    "integer": int,
+    "number": float,
+    "string": str,
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+}
 
 
 def _schema_type(prop: dict[str, Any], components: dict[str, Any]) -> tuple[set[type], bool]:
@@ -72,7 +79,9 @@ def test_every_client_model_has_exactly_the_fields_and_types_of_its_schema(
         if expected:
             # int fits a "number"; every other type must match exactly.
             assert actual == expected or (expected == {float} and actual == {float}), (model.__name__, name)
-        assert actual_null == expected_null, f"{model.__name__}.{name}: nullable is {expected_null} in the schema"
+        assert actual_null == expected_null, (
+            f"{model.__name__}.{name}: nullable is {expected_null} in the schema"
+        )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -111,7 +120,9 @@ def test_the_client_reads_job_yaml_exactly_as_the_portal_s_import(text: str) -> 
 def test_set_overrides_fields_with_typed_values_and_env_as_text() -> None:
     spec = {"image": "pytorch:2.4", "gpus": 1, "env": {"A": "1"}}
 
-    out = client_spec.apply_sets(spec, ["gpus=2", "replicas=2", "env.SEED=007", "command=false", "name=", "allow_sharing=true"])
+    out = client_spec.apply_sets(
+        spec, ["gpus=2", "replicas=2", "env.SEED=007", "command=false", "name=", "allow_sharing=true"]
+    )
 
     assert out == {
         "image": "pytorch:2.4",

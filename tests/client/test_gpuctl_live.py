@@ -103,7 +103,9 @@ def test_a_viewer_s_submit_exits_4_with_the_api_s_message(
 
 
 def test_bad_yaml_exits_2_and_names_the_wrong_line(platform: Platform, member: Any, token_of: Any) -> None:
-    spec = write(platform.home / "bad.yaml", "name: resnet\ngpus: 1\ncommand: [python, train.py\nreplicas: 2\n")
+    spec = write(
+        platform.home / "bad.yaml", "name: resnet\ngpus: 1\ncommand: [python, train.py\nreplicas: 2\n"
+    )
 
     result = platform.gpuctl("submit", "-f", spec, token=token_of(member), drive=False)
 
