@@ -1,0 +1,367 @@
+"""Load benchmark of the web tier: N clients for D seconds, mixing reads and submissions.
+
+``python manage.py loadtest`` starts the embedded default itself, as ``make run`` would start it
+(``runplatform``: gunicorn, a Celery worker and beat, SQLite in WAL mode, the file broker) with the
+simulated cluster, in a fresh temporary ``var/``; ``--url`` (with ``--token``) aims at a platform that
+is already running instead. Each client is a thread in a closed loop (the next request when the last
+answer arrived, no think time), one new connection per request, signed in as a user of its own, so
+the per-user write limit sees what one busy person would send. The mix per client:
+
+  40 % GET /api/v1/jobs/?page_size=20       20 % GET /api/v1/jobs/<a job it submitted>/
+  10 % GET /api/v1/images/                  10 % GET /api/v1/health
+  10 % GET /api/v1/cluster/                 10 % POST /api/v1/jobs/ (a short CPU-only job)
+
+An error is a request with no HTTP answer (a reset, a refused connection, a timeout) or a 5xx; the
+platform's logs are searched for "database is locked" afterwards. 4xx answers are counted apart (the
+submissions are valid, so none are expected). Results go to ``--out`` as JSON (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import platform as host_platform
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+MIX = [
+    ("list", 40),
+    ("detail", 20),
+    ("images", 10),
+    ("health", 10),
+    ("cluster", 10),
+    ("submit", 10),
+]
+
+SEED = """
+import json
+from django.contrib.auth import get_user_model
+from accounts.models import Membership, Role, Team
+from accounts.services import token_create
+from images.models import JobImage
+from quotas.models import Quota
+
+clients = {clients}
+team, _ = Team.objects.get_or_create(slug="load", defaults={{"name": "Load test"}})
+# Room for every submission: the benchmark measures the web tier, not quota refusals.
+Quota.objects.update_or_create(team=team, defaults=dict(
+    max_gpu_milli=10**9, per_user_gpu_milli=10**9, max_concurrent_jobs=10**6,
+    gpu_hours_per_month=10.0**9, guaranteed_gpu_milli=0))
+image = JobImage.objects.filter(is_active=True).order_by("pk").first()
+tokens = []
+for i in range(clients):
+    user, _ = get_user_model().objects.get_or_create(username=f"load-{{i:03d}}")
+    Membership.objects.get_or_create(user=user, team=team, defaults={{"role": Role.MEMBER}})
+    tokens.append(token_create(user=user, name="loadtest")[1])
+print("SEED " + json.dumps({{"tokens": tokens, "image": image.pk, "team": team.pk}}))
+"""
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[rank]
+
+
+def _latency_summary(values: list[float]) -> dict[str, float]:
+    return {
+        "count": len(values),
+        "p50_ms": round(_percentile(values, 50) * 1000, 1),
+        "p90_ms": round(_percentile(values, 90) * 1000, 1),
+        "p99_ms": round(_percentile(values, 99) * 1000, 1),
+        "max_ms": round(max(values) * 1000, 1) if values else 0.0,
+    }
+
+
+class _Client(threading.Thread):
+    def __init__(self, *, host: str, port: int, token: str, image: int, team: int | None, stop_at: float,
+                 seed: int, timeout: float) -> None:  # fmt: skip
+        super().__init__(daemon=True)
+        self.host, self.port, self.token, self.image, self.team = host, port, token, image, team
+        self.stop_at, self.timeout = stop_at, timeout
+        self.random = random.Random(seed)
+        self.jobs: list[int] = []
+        # (kind, start on the monotonic clock, seconds to the whole answer, status or exception name)
+        self.samples: list[tuple[str, float, float, int | str]] = []
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, bytes]:
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        try:
+            headers = {"Authorization": f"Token {self.token}", "Connection": "close"}
+            payload = None
+            if body is not None:
+                payload = json.dumps(body).encode()
+                headers["Content-Type"] = "application/json"
+            connection.request(method, path, body=payload, headers=headers)
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
+
+    def _one(self, kind: str) -> tuple[int, bytes]:
+        if kind == "detail" and self.jobs:
+            return self._request("GET", f"/api/v1/jobs/{self.random.choice(self.jobs[-20:])}/")
+        if kind == "submit":
+            spec: dict[str, Any] = {
+                "image": self.image,
+                "command": ["true"],
+                "cpu_milli": 100,
+                "memory_mib": 64,
+                "sim_duration_seconds": 30,
+            }
+            if self.team is not None:
+                spec["team"] = self.team
+            return self._request("POST", "/api/v1/jobs/", spec)
+        path = {
+            "list": "/api/v1/jobs/?page_size=20",
+            "images": "/api/v1/images/",
+            "health": "/api/v1/health",
+            "cluster": "/api/v1/cluster/",
+        }[kind]
+        return self._request("GET", path)
+
+    def run(self) -> None:
+        kinds = [kind for kind, _ in MIX]
+        weights = [weight for _, weight in MIX]
+        while time.monotonic() < self.stop_at:
+            kind = self.random.choices(kinds, weights)[0]
+            if kind == "detail" and not self.jobs:
+                kind = "submit"
+            started = time.monotonic()
+            try:
+                status, body = self._one(kind)
+                outcome: int | str = status
+                if kind == "submit" and status == 201:
+                    self.jobs.append(int(json.loads(body)["id"]))
+            except (OSError, http.client.HTTPException) as exc:
+                outcome = type(exc).__name__
+            self.samples.append((kind, started, time.monotonic() - started, outcome))
+
+
+def _commit() -> str:
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=settings.BASE_DIR, capture_output=True, text=True
+        )
+    except OSError:
+        return ""
+    return done.stdout.strip()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Command(BaseCommand):
+    help = "Load the web tier with N clients for D seconds (reads and submissions); write JSON results."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--clients", type=int, default=50)
+        parser.add_argument("--duration", type=float, default=60.0, help="seconds of load")
+        parser.add_argument("--warmup", type=float, default=5.0, help="seconds of load not measured")
+        parser.add_argument("--url", default="", help="a running platform (default: start one)")
+        parser.add_argument("--token", action="append", default=[], help="API token(s) for --url")
+        parser.add_argument("--image", type=int, default=0, help="image id to submit (with --url)")
+        parser.add_argument("--timeout", type=float, default=60.0, help="per-request timeout, s")
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--out", default="docs/results/load_embedded.json")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["clients"] < 1 or options["duration"] <= 0:
+            raise CommandError("--clients must be >= 1 and --duration > 0")
+        platform_process = None
+        tmp = None
+        try:
+            if options["url"]:
+                if not options["token"] or not options["image"]:
+                    raise CommandError("--url needs --token (one or more) and --image")
+                url = options["url"].rstrip("/")
+                tokens, image, team = options["token"], options["image"], None
+                var = None
+            else:
+                tmp = tempfile.TemporaryDirectory(prefix="loadtest-")
+                var = Path(tmp.name) / "var"
+                url, tokens, image, team, platform_process = self._start_embedded(var, options["clients"])
+            result = self._run(url, tokens, image, team, options)
+            result["target"] = "embedded default (runplatform)" if var is not None else url
+            if var is not None:
+                result["database_locked_in_logs"] = sum(
+                    path.read_text(errors="replace").count("database is locked") for path in var.glob("*.log")
+                )
+        finally:
+            if platform_process is not None:
+                self._stop(platform_process)
+            if tmp is not None:
+                tmp.cleanup()
+        out = Path(options["out"])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
+        overall = result["latency"]["all"]
+        self.stdout.write(
+            f"{result['requests']} requests in {result['measured_seconds']:.0f} s "
+            f"({result['throughput_rps']:.1f}/s): p50 {overall['p50_ms']} ms, p99 {overall['p99_ms']} ms, "
+            f"errors {result['errors']['total']}, 4xx {result['client_errors']}; wrote {out}"
+        )
+
+    # ------------------------------------------------------------------ the platform
+
+    def _env(self, var: Path) -> dict[str, str]:
+        root = Path(settings.BASE_DIR)
+        env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+        env.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "config.settings.dev",
+                "PYTHONPATH": os.pathsep.join([str(root / "platform"), str(root)]),
+                "GPU_PLATFORM_VAR_DIR": str(var),
+                "CLUSTER_BACKEND": "simulated",
+                "SIM_STATE_PATH": str(var / "simulated-cluster.json"),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        return env
+
+    def _manage(self, env: dict[str, str], *args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=settings.BASE_DIR,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if done.returncode != 0:
+            raise CommandError(f"manage.py {args[0]} failed: {done.stderr.strip()[-2000:]}")
+        return done.stdout
+
+    def _start_embedded(
+        self, var: Path, clients: int
+    ) -> tuple[str, list[str], int, int, subprocess.Popen[bytes]]:
+        var.mkdir(parents=True)
+        env = self._env(var)
+        self._manage(env, "migrate", "--noinput", "-v", "0")
+        self._manage(env, "seed_demo")
+        seeded = self._manage(env, "shell", "-c", SEED.format(clients=clients))
+        data = json.loads(next(line for line in seeded.splitlines() if line.startswith("SEED "))[5:])
+        port = _free_port()
+        log = open(var / "platform.log", "wb")  # noqa: SIM115  (closed with the process)
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "runplatform", "--no-seed", "--port", str(port)],
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise CommandError(f"the platform exited with {process.returncode}; see its log")
+            try:
+                with urllib.request.urlopen(f"{url}/api/v1/health", timeout=2) as response:
+                    if response.status == 200:
+                        return url, data["tokens"], data["image"], data["team"], process
+            except OSError:
+                pass
+            time.sleep(0.5)
+        self._stop(process)
+        raise CommandError("the platform did not answer /api/v1/health within 120 s")
+
+    def _stop(self, process: subprocess.Popen[bytes]) -> None:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)  # runplatform stops web, worker and beat
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+    # ------------------------------------------------------------------ the load
+
+    def _run(
+        self, url: str, tokens: list[str], image: int, team: int | None, options: dict[str, Any]
+    ) -> dict[str, Any]:
+        parsed = urlparse(url)
+        host, port = parsed.hostname or "127.0.0.1", parsed.port or 80
+        warmup, duration = float(options["warmup"]), float(options["duration"])
+        begin = time.monotonic()
+        measure_from = begin + warmup
+        stop_at = measure_from + duration
+        clients = [
+            _Client(
+                host=host,
+                port=port,
+                token=tokens[i % len(tokens)],
+                image=image,
+                team=team,
+                stop_at=stop_at,
+                seed=options["seed"] * 1000 + i,
+                timeout=float(options["timeout"]),
+            )
+            for i in range(options["clients"])
+        ]
+        for client in clients:
+            client.start()
+        for client in clients:
+            client.join()
+        # Keep only requests that started after the warm-up.
+        by_kind: dict[str, list[float]] = defaultdict(list)
+        statuses: Counter[str] = Counter()
+        everything: list[float] = []
+        for client in clients:
+            for kind, started, elapsed, outcome in client.samples:
+                if started < measure_from:
+                    continue
+                by_kind[kind].append(elapsed)
+                everything.append(elapsed)
+                statuses[str(outcome)] += 1
+        transport = {k: v for k, v in statuses.items() if not k.isdigit()}
+        server = {k: v for k, v in statuses.items() if k.isdigit() and k.startswith("5")}
+        client_errors = sum(v for k, v in statuses.items() if k.isdigit() and k.startswith("4"))
+        return {
+            "benchmark": "load_embedded",
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "commit": _commit(),
+            # Load average as the run ended: other work on the machine shares its cores.
+            "machine": {
+                "cpus": os.cpu_count(),
+                "python": host_platform.python_version(),
+                "loadavg_1m_at_end": round(os.getloadavg()[0], 2),
+            },
+            "config": {
+                "clients": options["clients"],
+                "duration_s": duration,
+                "warmup_s": warmup,
+                "mix_percent": dict(MIX),
+                "web": "gunicorn (runplatform default)",
+                "database": "SQLite, WAL",
+                "backend": "simulated",
+            },
+            "requests": len(everything),
+            "measured_seconds": duration,
+            "throughput_rps": round(len(everything) / duration, 1),
+            "latency": {"all": _latency_summary(everything)}
+            | {kind: _latency_summary(values) for kind, values in sorted(by_kind.items())},
+            "status_counts": dict(sorted(statuses.items())),
+            "errors": {"total": sum(transport.values()) + sum(server.values()), **transport, **server},
+            "client_errors": client_errors,
+        }
