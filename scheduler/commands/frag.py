@@ -7,7 +7,9 @@ Example::
         --policy fgd --policy default --seeds 42-51 --json docs/results/frag_default.json --plot out.png
 
 For each policy and seed it runs ``scheduler.frag.experiment.run_policy`` and writes, per policy, the
-mean and population sd over seeds of the paper's metrics, the scheduling rate and the wall time.
+mean and population sd over seeds of the paper's metrics, the scheduling rate and the wall time, and
+``provenance`` (``scheduler.provenance``: code commit, interference model content hash, input files).
+Without a trained interference model it says so in one stderr line and uses the analytic estimate.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scheduler.commands import CommandError
+from scheduler.commands import CommandError, model_fallback_notice
 from scheduler.frag.experiment import RunResult, run_policy
 from scheduler.frag.metrics import MAX_BIN, mean_sd
 from scheduler.frag.trace import TraceError, load_nodes, load_pods
 from scheduler.profiles import PROFILES, canonical_name
+from scheduler.provenance import collect
 
 METRICS = (
     "unalloc_gpu_pct_at_arrived100",
@@ -205,20 +208,24 @@ def run(args: argparse.Namespace) -> int:
         "seeds": seeds,
         "policies": {},
     }
-    with tqdm(
-        total=int(per_run * len(seeds) * len(policies)),
-        unit="pod",
-        disable=args.quiet or None,
-        file=sys.stderr,
-        mininterval=1.0,
-        desc="frag",
-    ) as bar:
+    with (
+        model_fallback_notice("frag"),
+        tqdm(
+            total=int(per_run * len(seeds) * len(policies)),
+            unit="pod",
+            disable=args.quiet or None,
+            file=sys.stderr,
+            mininterval=1.0,
+            desc="frag",
+        ) as bar,
+    ):
         for policy in policies:
             results = []
             for seed in seeds:
                 bar.set_postfix_str(f"{policy} seed {seed}")
                 results.append(run_policy(nodes, pods, policy, seed, on_progress=bar.update))
             report["policies"][policy] = summarise(results)
+        report["provenance"] = collect([args.nodes, args.pods])
     report["wall_seconds"] = round(time.perf_counter() - started, 2)
     try:
         args.json_out.write_text(json.dumps(_nan_to_none(report), indent=1, allow_nan=False) + "\n")

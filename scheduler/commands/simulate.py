@@ -7,8 +7,12 @@ Example::
         --json docs/results/sim_philly.json --plot docs/results/sim_philly.png
 
 ``--cluster`` is a spec file or the name of a shipped spec (scheduler/sim/clusters/). Policies:
-k8s, fifo, sjf, tiresias, gandiva, gpushare, ours (see scheduler/sim/policies.py). Bad trace rows are
+k8s, fifo, sjf, tiresias, gandiva, gpushare, ours (see scheduler/policy/). Bad trace rows are
 reported and skipped with a count; a missing file or unknown policy is one line and exit code 2.
+
+The JSON records ``provenance`` (``scheduler.provenance``): code commit, the interference model
+loaded (content hash) and the data files read. Without a trained model the run says so in one line
+on stderr and uses the analytic estimate (``make models`` trains it).
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scheduler.commands import CommandError
+from scheduler.commands import CommandError, model_fallback_notice
 from scheduler.datapaths import default_data_dir
-from scheduler.sim.cluster import ClusterSpecError
+from scheduler.policy import POLICY_NAMES
+from scheduler.provenance import collect
+from scheduler.sim.cluster import SPEC_DIR, ClusterSpec, ClusterSpecError
 from scheduler.sim.engine import SimConfig
-from scheduler.sim.policies import POLICY_NAMES
 from scheduler.sim.trace import TraceError
 
 
@@ -83,6 +88,18 @@ def _progress(quiet: bool) -> Callable[[str, int], Callable[[int], None]] | None
     return factory
 
 
+def _input_files(cluster: str, spec: ClusterSpec, data_dir: Path) -> list[Path]:
+    """The files besides the trace that ``load_inputs`` reads, resolved as it resolves them."""
+    spec_file = Path(cluster) if Path(cluster).is_file() else SPEC_DIR / f"{cluster}.yaml"
+    gavel = data_dir / "interference" / "gavel"
+    files = [spec_file, gavel / "gavel_isolated_throughputs.csv", gavel / "gavel_pairs_single_gpu.csv"]
+    for group in spec.groups:
+        if group.topology:
+            topo = Path(group.topology)
+            files.append(topo if topo.is_absolute() else data_dir / "topologies" / topo)
+    return files
+
+
 def run(args: argparse.Namespace) -> int:
     from scheduler.sim.plots import plot_report
     from scheduler.sim.runner import load_inputs, mean_report, run_policies
@@ -97,20 +114,31 @@ def run(args: argparse.Namespace) -> int:
     data_dir = args.data or default_data_dir()
     config = SimConfig(seed=args.seed, window=args.window, cycle_s=args.cycle_seconds)
     reports = []
-    for path in args.trace:
-        try:
-            trace, spec, perf = load_inputs(path, args.cluster, data_dir, args.seed)
-        except (TraceError, ClusterSpecError, FileNotFoundError, ValueError) as exc:
-            raise CommandError(str(exc)) from None
-        print(trace.report.summary(), file=sys.stderr)
-        try:
-            one, _ = run_policies(
-                trace, spec, perf, args.policy, config, args.limit, _progress(args.quiet), start=args.start
-            )
-        except ValueError as exc:
-            raise CommandError(f"{path}: {exc}") from None
-        reports.append(one)
-    report = reports[0] if len(reports) == 1 else mean_report(reports)
+    used: list[Path] = []
+    with model_fallback_notice("simulate"):
+        for path in args.trace:
+            try:
+                trace, spec, perf = load_inputs(path, args.cluster, data_dir, args.seed)
+            except (TraceError, ClusterSpecError, FileNotFoundError, ValueError) as exc:
+                raise CommandError(str(exc)) from None
+            print(trace.report.summary(), file=sys.stderr)
+            used += [path, *_input_files(args.cluster, spec, data_dir)]
+            try:
+                one, _ = run_policies(
+                    trace,
+                    spec,
+                    perf,
+                    args.policy,
+                    config,
+                    args.limit,
+                    _progress(args.quiet),
+                    start=args.start,
+                )
+            except ValueError as exc:
+                raise CommandError(f"{path}: {exc}") from None
+            reports.append(one)
+        report = reports[0] if len(reports) == 1 else mean_report(reports)
+        report["provenance"] = collect(used)
     args.json_out.parent.mkdir(parents=True, exist_ok=True)
     args.json_out.write_text(json.dumps(report, indent=1, default=float) + "\n")
     if args.plot:
