@@ -17,7 +17,7 @@ from images.models import JobImage
 from jobs.models import Job
 from jobs.selectors import preemption_counts, queue_order
 from jobs.states import JobStatus
-from quotas.models import UsageEntry
+from quotas.models import RunUsage, UsageEntry
 from quotas.selectors import QuotaUsage, month_start, quota_usage
 
 # Statuses the dashboard counts as "running" (holding GPUs) and "waiting" (not placed yet).
@@ -93,16 +93,31 @@ def daily_gpu_hours(
 
 
 def team_usage_spans(*, team: Team, since: dt.datetime) -> list[UsageSpan]:
-    """The ledger entries of ``team`` that used GPUs after ``since`` (same rules as the quota
-    selector: a job counts from when it started running, queue time uses no GPU)."""
+    """The GPU use of ``team`` after ``since``, by the same rules as the quota selector
+    (quotas.selectors.gpu_hours_this_month): one span per run in the run ledger, the current run of a
+    running job, and for jobs without a run in the ledger one span from their first start."""
     entries = (
         UsageEntry.objects.filter(team=team)
         .filter(Q(released_at__isnull=True) | Q(released_at__gte=since))
         .select_related("job")
-        .only("gpu_milli", "gpu_hours", "reserved_at", "released_at", "job__started_at")
+        .only(
+            "gpu_milli", "gpu_hours", "reserved_at", "released_at", "job__started_at", "job__run_started_at"
+        )
     )
-    spans = []
+    with_runs = set(RunUsage.objects.filter(team=team).values_list("job_id", flat=True).distinct())
+    spans = [
+        UsageSpan(gpu_milli=run.gpu_milli, start=run.started_at, end=run.ended_at, gpu_hours=run.gpu_hours)
+        for run in RunUsage.objects.filter(team=team, ended_at__gte=since)
+    ]
     for entry in entries:
+        if entry.job_id in with_runs or entry.job.run_started_at is not None:
+            if entry.released_at is None and entry.job.run_started_at is not None:
+                spans.append(
+                    UsageSpan(
+                        gpu_milli=entry.gpu_milli, start=entry.job.run_started_at, end=None, gpu_hours=None
+                    )
+                )
+            continue
         began = entry.job.started_at or (entry.reserved_at if entry.released_at else None)
         if began is None:
             continue

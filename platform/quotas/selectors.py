@@ -25,9 +25,11 @@ def _overlap_hours(start: datetime, end: datetime, window_start: datetime) -> fl
 def gpu_hours_this_month(*, team: Team, now: datetime | None = None) -> float:
     """GPU-hours ``team`` consumed since the first of this month (UTC).
 
-    A job counts from when it started running (``Job.started_at``), not from its submission: queue time
-    uses no GPU. For a finished entry with a recorded ``gpu_hours`` the share of it that falls in this
-    month is ``gpu_hours * overlap / duration``; a job still holding quota counts
+    A job counts while it runs, not while it waits: queue time uses no GPU, also between the runs of
+    a preempted or requeued job. Each finished run in the run ledger (``RunUsage``) counts its GPU
+    share times the part of it in this month, and a job running now adds its current run
+    (``Job.run_started_at``). Jobs without a run in the ledger (they ran before it existed) count
+    from ``Job.started_at``: a finished entry's ``gpu_hours * overlap / duration``, a held one
     ``gpu_milli / 1000 * hours running this month``.
     """
     now = now or timezone.now()
@@ -36,10 +38,22 @@ def gpu_hours_this_month(*, team: Team, now: datetime | None = None) -> float:
         UsageEntry.objects.filter(team=team)
         .filter(Q(released_at__isnull=True) | Q(released_at__gte=start))
         .select_related("job")
-        .only("gpu_milli", "gpu_hours", "reserved_at", "released_at", "job__started_at")
+        .only(
+            "gpu_milli", "gpu_hours", "reserved_at", "released_at", "job__started_at", "job__run_started_at"
+        )
     )
+    runs: dict[int, list[RunUsage]] = {}
+    for run in RunUsage.objects.filter(team=team, ended_at__gte=start):
+        runs.setdefault(run.job_id, []).append(run)
+    with_runs = set(RunUsage.objects.filter(team=team).values_list("job_id", flat=True).distinct())
     total = 0.0
     for entry in entries:
+        if entry.job_id in with_runs or entry.job.run_started_at is not None:
+            for run in runs.get(entry.job_id, []):
+                total += run.gpu_milli / 1000.0 * _overlap_hours(run.started_at, run.ended_at, start)
+            if entry.released_at is None and entry.job.run_started_at is not None:
+                total += entry.gpu_milli / 1000.0 * _overlap_hours(entry.job.run_started_at, now, start)
+            continue
         began = entry.job.started_at or (entry.reserved_at if entry.released_at else None)
         if began is None:  # still queued: no GPU time yet
             continue

@@ -6,8 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 
 from jobs.models import Job
 from jobs.services import job_transition
@@ -191,3 +193,24 @@ def test_the_admin_changes_limits_through_quota_set(client, team) -> None:
         2000,
     )
     assert quota_usage(team=team).max_concurrent_jobs == 5
+
+
+def test_a_preempted_job_waiting_in_the_queue_uses_no_gpu_hours_meanwhile(submit_job, member, team) -> None:
+    # Mid-month, so that every hour below falls in this month.
+    with time_machine.travel(NOW, tick=True):
+        job = submit_job(member, gpu_milli=None, gpus=2)
+        for status in (JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING):
+            job_transition(job=job, to=status, actor="t")
+        Job.objects.filter(pk=job.pk).update(run_started_at=timezone.now() - timedelta(hours=1))
+        for status in (JobStatus.PREEMPTING, JobStatus.REQUEUED, JobStatus.QUEUED):
+            job_transition(job=job, to=status, actor="t")
+        Job.objects.filter(pk=job.pk).update(
+            started_at=timezone.now() - timedelta(hours=5)
+        )  # first run long ago
+
+        assert gpu_hours_this_month(team=team) == pytest.approx(2.0, rel=1e-3)  # 2 GPUs x 1 h run, not 5 h
+
+        for status in (JobStatus.ADMITTED, JobStatus.STARTING, JobStatus.RUNNING):
+            job_transition(job=job, to=status, actor="t")
+        Job.objects.filter(pk=job.pk).update(run_started_at=timezone.now() - timedelta(minutes=30))
+        assert gpu_hours_this_month(team=team) == pytest.approx(3.0, rel=1e-3)  # plus the current run
