@@ -243,7 +243,7 @@ def check_local_isolation(app_configs: Any = None, **kwargs: Any) -> list[CheckM
         severity = Error if settings.LOCAL_ISOLATION_REQUIRED else Warning
         errors.append(
             severity(
-                f"LOCAL_JOB_USER {user!r} does not exist: local jobs fail to start until it does",
+                f"LOCAL_JOB_USER {user!r} does not exist (yet): local jobs cannot start without it",
                 hint=f"`make run` creates it when run as root; or: useradd --system --no-create-home "
                 f"--shell /usr/sbin/nologin {user}",
                 id="jobs.E019" if severity is Error else "jobs.W012",
@@ -276,3 +276,21 @@ def check_local_isolation(app_configs: Any = None, **kwargs: Any) -> list[CheckM
             )
             break
     return errors
+
+
+@register(Tags.compatibility)
+def check_kubernetes_checkpoint_volume(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """KUBERNETES_CHECKPOINT_VOLUME must be empty, ``pvc:<claim>`` or ``hostPath:<absolute dir>``."""
+    if settings.CLUSTER_BACKEND != "kubernetes":
+        return []
+    from scheduler.backends.kubernetes.pods import parse_checkpoint_volume
+
+    try:
+        parse_checkpoint_volume(getattr(settings, "KUBERNETES_CHECKPOINT_VOLUME", ""))
+    except ValueError as exc:
+        return [
+            Error(
+                f"KUBERNETES_CHECKPOINT_VOLUME: {exc}", hint="See docs/kubernetes.md (3.1).", id="jobs.E023"
+            )
+        ]
+    return []

@@ -244,3 +244,18 @@ def test_a_preempted_job_is_requeued_and_its_next_run_resumes_from_its_checkpoin
     log = selectors.job_logs(job=job)[0]["log"]
     assert saved >= 10 and f"resumed from step {saved}" in log and "done: 60 steps" in log
     assert min(_log_steps(job)) == saved + 1  # no step of the first run was done again
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"), [("", True), ("pvc:ckpt", True), ("hostPath:/data", True), ("nfs:x", False)]
+)
+def test_a_malformed_kubernetes_checkpoint_volume_is_a_start_up_error(
+    settings: Any, value: str, ok: bool
+) -> None:
+    settings.CLUSTER_BACKEND = "kubernetes"
+    settings.KUBERNETES_CHECKPOINT_VOLUME = value
+
+    messages = checks.check_kubernetes_checkpoint_volume()
+
+    assert (messages == []) is ok
+    assert ok or [m.id for m in messages] == ["jobs.E023"]

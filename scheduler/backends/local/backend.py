@@ -541,6 +541,9 @@ class LocalBackend:
             tmp = self._make_dir(task_dir / runner.TMP_DIR, 0o700, identity)
             if container_spec is not None:
                 container_spec["checkpoint_dir"] = str(checkpoint)
+                if identity:
+                    # The job's uid inside too: its mounted folders are that uid's, mode 0700.
+                    container_spec["user"] = f"{identity.uid}:{identity.gid}"
             env = task_environment(
                 spec,
                 placement,

@@ -361,6 +361,7 @@ class ContainerRun:
                 volumes=volumes,
                 working_dir="/workspace",
                 init=True,
+                **({"user": str(self.spec["user"])} if self.spec.get("user") else {}),
             )
         except docker.errors.DockerException as exc:
             r.note(f"could not start the container: {exc}")

@@ -222,3 +222,40 @@ def test_bind_picks_a_container_per_the_mode_and_the_engines_images(
     assert chosen == expected
     if expected == "container":
         assert container_spec is not None and container_spec["gpu_indices"] == [1]
+
+
+def test_a_preempted_container_is_stopped_with_the_preemption_grace_and_keeps_its_checkpoint_mount(
+    tmp_path: Path, fake_docker: dict[str, Any]
+) -> None:
+    backend = make_backend(tmp_path)
+    container = FakeContainer({"Status": "exited", "ExitCode": 0, "OOMKilled": False}, polls=10**6)
+    engine = fake_docker["engine"] = FakeEngine(container, images={"gpu-platform/pytorch:2.3"})
+    checkpoint = tmp_path / "checkpoint"
+    task_dir = _container_task(
+        backend,
+        "55",
+        container={
+            "image": "gpu-platform/pytorch:2.3",
+            "name": "gpu-platform-55-job-55-0",
+            "gpu_indices": [1],
+            "checkpoint_dir": str(checkpoint),
+            "user": "3000007:998",
+        },
+    )
+    reload = container.reload
+
+    def preempted_while_running() -> None:  # what preempt_job writes, once the container runs
+        reload()
+        if not (task_dir / files.PREEMPT_FILE).exists():
+            files.write_json(task_dir / files.PREEMPT_FILE, {"at": time.time(), "grace_s": 25})
+
+    container.reload = preempted_while_running  # type: ignore[method-assign]
+
+    files.Runner(task_dir).run()
+
+    assert container.stopped_with == 25
+    assert engine.run_kwargs["volumes"][str(checkpoint)] == {"bind": "/checkpoints", "mode": "rw"}
+    assert engine.run_kwargs["user"] == "3000007:998"
+    st = _only_status(backend, "55")
+    assert (st.phase, st.failure_category) == (TaskPhase.FAILED, "")
+    assert st.message.startswith("preempted")  # exit code 0 after SIGTERM is not a success
