@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sim_helpers import cluster, run, two_type_perf
 
-import scheduler.sim.placement as placement
+import scheduler.plugins.sim_interference as placement
 from scheduler.framework import Profile
 from scheduler.interference.predict import SetPrediction, SetQuery
 from scheduler.sim.policies import Policy

@@ -1,4 +1,4 @@
-"""Queue priority of the 2D-LAS family (``scheduler.sim.priority``): levels from the policy's
+"""Queue priority of the 2D-LAS family (``scheduler.policy.queue_sort``): levels from the policy's
 thresholds, the order inside a level, the Gittins index of an empirical distribution, and Tiresias'
 key left as it was. Expected results are computed by hand in the comments."""
 
@@ -12,7 +12,7 @@ from sim_helpers import cluster, policy, run, two_type_perf
 
 from scheduler.sim.engine import SimConfig, Simulator
 from scheduler.sim.policies import LAS_THRESHOLDS_GPU_S, OURS_LAS_THRESHOLDS_GPU_S, Policy, make_policy
-from scheduler.sim.priority import QueuePriority, ServiceHistory, gittins_on_grid
+from scheduler.policy.queue_sort import QueuePriority, ServiceHistory, gittins_on_grid
 from scheduler.sim.trace import TraceJob
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from sim_helpers import cluster, two_type_perf
 
-import scheduler.sim.placement as placement
+import scheduler.plugins.sim_interference as placement
 from scheduler.framework import Profile
 from scheduler.interference.predict import SetPrediction, SetQuery
 from scheduler.model import GPU_MILLI
@@ -60,7 +60,7 @@ def _jobs(n: int, seed: int) -> list[TraceJob]:
     return jobs
 
 
-def _run(jobs: list[TraceJob], cached: bool, check_kinds: bool = False) -> SimResult:
+def _run(jobs: list[TraceJob], cached: bool, check_kinds: bool = False) -> tuple[SimResult, Simulator]:
     """``cached``: the slot classes for ``sim_interference`` and the reused node copies, else
     neither (the per-node verdict path on fresh copies)."""
     sim = Simulator(
@@ -94,7 +94,7 @@ def _run(jobs: list[TraceJob], cached: bool, check_kinds: bool = False) -> SimRe
             return offer(*args, **kwargs)  # type: ignore[arg-type]
 
         sim._offer = checked  # type: ignore[method-assign]
-    return sim.run()
+    return sim.run(), sim
 
 
 def _kinds_from_scratch(sim: Simulator) -> dict[tuple[object, ...], int]:
@@ -115,12 +115,10 @@ def test_the_slot_class_memo_and_reused_copies_give_the_decisions_of_the_uncache
     by_types: None, seed: int
 ) -> None:
     jobs = _jobs(120, seed)
-    placement.clear_interference_memo()
-    slow = _run(jobs, cached=False)
-    placement.clear_interference_memo()
-    fast = _run(jobs, cached=True, check_kinds=True)
-    # The memo was used, with admitted and refused classes alike.
-    classes = [memo for key, memo in placement._MEMOS.items() if key[0] == "sim-classes"]
+    slow, _ = _run(jobs, cached=False)
+    fast, sim = _run(jobs, cached=True, check_kinds=True)
+    # The run's own memo was used, with admitted and refused classes alike.
+    classes = [t.classes for t in sim.memo._tables.values() if t.classes]
     assert classes and {ok for ok, _, _ in classes[0].values()} == {True, False}
     assert fast.placements == slow.placements > 0
     assert fast.preemptions == slow.preemptions
