@@ -60,6 +60,7 @@ from quotas.services import las_gpus
 from scheduler import framework, profiles
 from scheduler.backends.base import ClusterBackend
 from scheduler.model import ClusterSnapshot, Decision, JobRequest, Placement, TaskRequest
+from scheduler.plugins.sim_interference import InterferenceMemo
 from scheduler.policy import PolicyView, RunningJob, get_policy, plan_cycle
 
 logger = logging.getLogger(__name__)
@@ -75,8 +76,9 @@ ROUND_KEY = "jobs:scheduling-cycle:round"
 QUEUE_ORDER_KEY = "jobs:scheduling-cycle:queue-order"
 # Completed jobs whose attained service feeds the Gittins index (the latest ones).
 HISTORY_JOBS = 5000
-# Kept across cycles of this process: the policy's cross-cycle cache (interference verdicts).
-_MEMO: dict[str, Any] = {}
+# Kept across cycles of this process: the interference plugin's verdicts (only a cache: a verdict
+# depends only on its key, so a worker restart costs recomputation, never a different decision).
+_MEMO = InterferenceMemo()
 
 
 @dataclass
