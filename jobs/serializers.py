@@ -310,6 +310,4 @@ class JobLogsOutput(serializers.Serializer):
 class LogsQuery(serializers.Serializer):
     """Query parameters of the logs endpoint (others, such as ``format``, belong to DRF)."""
 
-    task = serializers.IntegerField(
-        min_value=0, max_value=specs.MAX_REPLICAS, required=False, help_text="Only this task index."
-    )
+    task = serializers.IntegerField(min_value=0, required=False, help_text="Only this task index.")

@@ -1,5 +1,5 @@
 """The production settings pass ``manage.py check --deploy`` with the documented variables
-(docs/operations.md), redirect plain HTTP and send HSTS, and leave the health probe reachable."""
+(docs/security.md), redirect plain HTTP and send HSTS, and leave the health probe reachable."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from django.test import Client, override_settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-# The variables docs/operations.md lists as required in production, with example values.
+# The variables docs/security.md lists as required in production, with example values.
 DOCUMENTED_PROD_ENV = {
     "DJANGO_SETTINGS_MODULE": "config.settings.prod",
     "DJANGO_SECRET_KEY": "k9Vq2sX8pLm4Rt7Wz1Yb6Nc3Hf5Jd0Ge8Ua2Qi7Ko4Sl9Xp1Zr6Tv3Bw5My8Ch0Dn",

@@ -227,7 +227,7 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-# Limits (docs/operations.md). Rates are DRF's "<n>/<second|minute|hour|day>"; empty turns one off.
+# Limits (docs/security.md). Rates are DRF's "<n>/<second|minute|hour|day>"; empty turns one off.
 API_THROTTLE_RATES = {
     # POST /api/v1/auth/token/ per client address, successes included.
     "auth": env_str("API_AUTH_THROTTLE_RATE", "60/minute").strip(),

@@ -1,5 +1,5 @@
 """Production settings: everything secret or site-specific comes from the environment (documented in
-docs/operations.md); ``manage.py check --deploy`` passes with those variables set."""
+docs/security.md); ``manage.py check --deploy`` passes with those variables set."""
 
 from config.env import env_bool, env_int, env_list, env_str
 from config.settings.base import *  # noqa: F403
