@@ -264,6 +264,7 @@ def check_local_isolation(app_configs: Any = None, **kwargs: Any) -> list[CheckM
                 id="jobs.E021",
             )
         )
+    errors += _open_local_services()
     for folder in work.parents:
         if folder.exists() and not folder.stat().st_mode & stat.S_IXOTH:
             errors.append(
@@ -294,3 +295,36 @@ def check_kubernetes_checkpoint_volume(app_configs: Any = None, **kwargs: Any) -
             )
         ]
     return []
+
+
+_LOCAL_HOSTS = ("", "localhost", "127.0.0.1", "::1")
+
+
+def _open_local_services() -> list[CheckMessage]:
+    """Jobs share the machine's network: a database or Redis on this machine without a password is
+    theirs to read and write, whatever their uid (docs/local-backend.md, "Threat model")."""
+    from urllib.parse import urlsplit
+
+    open_services = []
+    database = settings.DATABASES["default"]
+    if (
+        "postgresql" in str(database.get("ENGINE", ""))
+        and not database.get("PASSWORD")
+        and str(database.get("HOST") or "") in _LOCAL_HOSTS
+    ):
+        open_services.append(f"PostgreSQL as {database.get('USER') or 'the default user'!r}")
+    redis_url = str(getattr(settings, "REDIS_URL", "") or "")
+    if redis_url:
+        parts = urlsplit(redis_url)
+        if not parts.password and (parts.hostname or "") in _LOCAL_HOSTS:
+            open_services.append("Redis (the Celery broker)")
+    if not open_services:
+        return []
+    return [
+        Warning(
+            f"local jobs can reach {' and '.join(open_services)} on this machine without a password",
+            hint="Give the service a password (in DATABASE_URL / REDIS_URL), or block the job uids "
+            "with iptables' owner match (docs/local-backend.md, Threat model).",
+            id="jobs.W013",
+        )
+    ]
