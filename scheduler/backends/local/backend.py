@@ -681,9 +681,8 @@ class LocalBackend:
         job's own ``.checkpoint``, owned by the job's user; the job's folder above it is root's."""
         job_dir = self._job_dir(spec.job_id)
         self._make_dir(job_dir, 0o711 if identity else 0o755, None)
-        if spec.checkpoint_dir:
-            return Path(spec.checkpoint_dir)
-        return self._make_dir(job_dir / CHECKPOINT_DIR, 0o700, identity)
+        folder = Path(spec.checkpoint_dir) if spec.checkpoint_dir else job_dir / CHECKPOINT_DIR
+        return self._make_dir(folder, 0o700, identity)
 
     def _write_job_info(self, job_id: str, **values: Any) -> None:
         job_dir = self._job_dir(job_id)
