@@ -1,5 +1,21 @@
-"""Queue priority of the preemptive (2D-LAS family) policies: levels, the order inside a level, and
-the online service history that a Gittins index is computed from.
+"""Queue sort (an extension point): the order in which waiting jobs are offered.
+
+Orders (``Policy.order``; ``job_key`` for the platform's ``JobRequest``s, ``QueuePriority`` for the
+simulator's trace jobs: the same keys):
+
+- ``fifo``: submit time.
+- ``priority``: the platform's order before ``plan_cycle``: priority high first, then the team's
+  share of the GPUs held now (low first: fair share), then submit time.
+- ``sjf``: the job's expected duration (``JobRequest.expected_duration_s``; the trace duration in
+  the simulator, an oracle), then submit time; unknown durations last.
+- ``las``: 2D-LAS levels with an order inside a level (below).
+
+``JobRequest.priority`` (an int, higher first) leads every order of ``plan_cycle``: a priority class
+is served, and preempts (``scheduler.policy.preemption``), before a lower one; the order above sorts
+jobs of equal priority. Trace jobs all have priority 0.
+
+2D-LAS: the levels, the order inside a level, and the online service history that a Gittins index
+is computed from.
 
 A job's *attained service* is GPU-seconds it has run (GPUs x wall seconds, Tiresias' 2D measure).
 Its *level* is the number of ``Policy.las_thresholds`` that the attained service has crossed; a lower
@@ -29,8 +45,11 @@ history existed keeps its least-attained key, which sorts after the index keys o
 from __future__ import annotations
 
 import bisect
+import math
 
 import numpy as np
+
+from scheduler.model import JobRequest
 
 # Attained-service grid (GPU-seconds) the index is evaluated on: 0, then geometric 60 s .. ~3 years.
 GRID_GPU_S = np.concatenate([[0.0], np.geomspace(60.0, 1e8, 65)])
@@ -111,15 +130,72 @@ class QueuePriority:
         return (group, num_gpus)
 
     def key(self, attained: float, group: str, num_gpus: int, submit: float, idx: int) -> tuple[float, ...]:
-        level = float(las_level(self.thresholds, attained))
-        if self.inner == "fifo":
-            return (level, submit, idx)
-        if self.inner == "gittins":
-            index = self.history.gittins(self.job_class(group, num_gpus), attained)
-            if index is not None:
-                return (level, -index, submit, idx)
-        return (level, attained, submit, idx)
+        return (*las_key(self.thresholds, self.inner, self.history, attained, (group, num_gpus), submit), idx)
 
     def completed(self, group: str, num_gpus: int, attained: float) -> None:
         if self.inner == "gittins":
             self.history.add(self.job_class(group, num_gpus), attained)
+
+
+def las_key(
+    thresholds: tuple[float, ...],
+    inner: str,
+    history: ServiceHistory | None,
+    attained: float,
+    cls: object,
+    submit: float,
+) -> tuple[float, ...]:
+    """2D-LAS key ``(level, inner..., submit)``: ``fifo`` -> ``(level, submit)``; ``gittins`` ->
+    ``(level, -index, submit)`` with enough history, else ``(level, attained, submit)`` (as
+    ``attained``)."""
+    level = float(las_level(thresholds, attained))
+    if inner == "fifo":
+        return (level, submit)
+    if inner == "gittins" and history is not None:
+        index = history.gittins(cls, attained)
+        if index is not None:
+            return (level, -index, submit)
+    return (level, attained, submit)
+
+
+def job_gpus(request: JobRequest) -> int:
+    """GPUs a job holds as 2D-LAS counts attained service: whole GPUs, or one per shared task."""
+    return sum(t.gpus if t.gpus else (1 if t.gpu_milli else 0) for t in request.tasks)
+
+
+def job_key(
+    order: str,
+    request: JobRequest,
+    *,
+    thresholds: tuple[float, ...] = (),
+    inner: str = "fifo",
+    history: ServiceHistory | None = None,
+    team_share: float = 0.0,
+) -> tuple[float | str, ...]:
+    """Queue key of a platform job under ``order`` (lower first), priority leading."""
+    tail = (request.submitted_at, request.job_id)
+    if order == "fifo":
+        return (-request.priority, *tail)
+    if order == "priority":
+        return (-request.priority, team_share, *tail)
+    if order == "sjf":
+        duration = request.expected_duration_s
+        return (-request.priority, duration if duration is not None else math.inf, *tail)
+    if order == "las":
+        cls = (request.group, job_gpus(request))
+        key = las_key(thresholds, inner, history, request.attained_gpu_s, cls, request.submitted_at)
+        return (-request.priority, *key, request.job_id)
+    raise ValueError(f"unknown queue order {order!r}; known: fifo, priority, sjf, las")
+
+
+def describe(order: str, thresholds: tuple[float, ...] = (), inner: str = "fifo") -> str:
+    """The queue order in words (the platform shows it with each waiting job's position)."""
+    if order == "fifo":
+        return "priority, then submit time"
+    if order == "priority":
+        return "priority, then team share, then submit time"
+    if order == "sjf":
+        return "priority, then shortest expected duration"
+    levels = ", ".join(f"{t / 3600:g}" for t in thresholds)
+    within = {"fifo": "submit time", "attained": "least attained", "gittins": "Gittins index"}[inner]
+    return f"priority, then 2D-LAS level (thresholds {levels} GPU-h), then {within}"

@@ -22,14 +22,20 @@ T = TypeVar("T")
 
 
 def unpack_victim(
-    tenants: Sequence[T], rates: Sequence[float], started: Sequence[float], rule: str, tolerance: float
+    tenants: Sequence[T],
+    rates: Sequence[float],
+    started: Sequence[float],
+    rule: str,
+    tolerance: float | Sequence[float],
 ) -> T | None:
     """The tenant to move off one GPU (the newest: latest start, then the largest id), or None.
 
-    ``rates``: measured progress rate of each tenant (1.0 = as fast as alone)."""
+    ``rates``: measured progress rate of each tenant (1.0 = as fast as alone); ``tolerance``: the
+    tenants' slowdown tolerances (one for all, or one each)."""
     if len(tenants) < 2:
         return None
-    slow = rule == "tolerance" and any(r * tolerance < 1.0 - EPS for r in rates)
+    tols = [tolerance] * len(rates) if isinstance(tolerance, (int, float)) else list(tolerance)
+    slow = rule == "tolerance" and any(r * t < 1.0 - EPS for r, t in zip(rates, tols, strict=True))
     if sum(rates) >= 1.0 and not slow:
         return None
     return newest(tenants, started)
