@@ -46,5 +46,13 @@ DATA ?= ../shared/data
 models: install
 	$(PY) -m scheduler interference train --data $(DATA)
 
+# The published result set re-run from this checkout (at most 2 processes; the model first, as the set
+# was made with it). Compare with the committed files: $(PY) -m scheduler results check --rerun DIR.
+.PHONY: results
+RESULTS_OUT ?= docs/results
+RESULTS_SET ?= sim
+results: models
+	$(PY) -m scheduler results run --data $(DATA) --out $(RESULTS_OUT) --set $(RESULTS_SET) --jobs 2
+
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
