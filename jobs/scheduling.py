@@ -275,6 +275,7 @@ def build_view(backend: ClusterBackend, *, now: float | None = None, rounds: boo
     snapshot = backend.snapshot()
     snapshot.now = now
     _add_pending_binds(snapshot)
+    _reserve_migration_targets(snapshot)
     fill_running_task_profiles(snapshot)
     queued = list(Job.objects.filter(status=JobStatus.QUEUED.value).select_related("team", "user", "image"))
     # A preemptor whose victims still hold their GPUs waits for them, out of the policy's queue: were
@@ -400,6 +401,21 @@ def _fits(snapshot: ClusterSnapshot, placements: list[Placement]) -> bool:
         if gpu.memory_mib and gpu.used_memory_mib + gpu_mem[(name, i)] > gpu.memory_mib:
             return False
     return True
+
+
+def _reserve_migration_targets(snapshot: ClusterSnapshot) -> None:
+    """Hold the planned targets of jobs migrating now (PREEMPTING, grace running), so the policy does
+    not give them away before the moved job is back in the queue to take them."""
+    nodes = {n.name: n for n in snapshot.nodes}
+    moving = Job.objects.filter(status=JobStatus.PREEMPTING.value).exclude(planned_placement=[])
+    for job in moving:
+        target = _planned(job)
+        if target and _fits(snapshot, target):
+            for p in target:
+                # Its own task id still names the run being stopped: the hold gets one of its own.
+                hold = replace(p, task_id=f"{p.task_id}@migration-target")
+                framework.reserve(nodes[p.node], hold)
+                snapshot.running.append(hold)
 
 
 def _planned(job: Job) -> list[Placement]:

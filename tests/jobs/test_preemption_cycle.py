@@ -314,3 +314,24 @@ def test_tasks_still_running_well_past_their_grace_are_deleted_and_the_job_reque
     victim.refresh_from_db()
     assert victim.status == JobStatus.QUEUED.value
     assert deaf.task_statuses(job_id=str(victim.pk)) == []
+
+
+def test_a_migration_target_is_held_for_the_moved_job_during_its_grace(sim, clock, researcher, image) -> None:
+    moved = running_job(sim, clock, researcher, image, gpus=1, preemption_grace_seconds=60)
+    (task,) = moved.tasks.all()
+    free_gpu = 1 - task.gpu_indices[0]
+    target = Placement(
+        job_id=str(moved.pk), task_id=task.name, node=task.node, gpu_indices=(free_gpu,), gpu_milli=1000,
+        cpu_milli=moved.cpu_milli, memory_mib=moved.memory_mib,
+    )  # fmt: skip
+    apply(sim, Decision(migrations=[Migration(str(moved.pk), (task.node,), "drain", to=(target,))]))
+    newcomer = submit(researcher, image, gpus=1)
+
+    cycle(sim)  # the free GPU is the moved job's target: the newcomer may not take it
+
+    assert Job.objects.get(pk=newcomer.pk).status == JobStatus.QUEUED.value
+    clock.advance(61)
+    sync_status(backend=sim)
+    result = cycle(sim)
+    assert moved.pk in result.admitted
+    assert Job.objects.get(pk=moved.pk).tasks.get().gpu_indices == [free_gpu]
