@@ -335,3 +335,72 @@ def test_a_migration_target_is_held_for_the_moved_job_during_its_grace(sim, cloc
     result = cycle(sim)
     assert moved.pk in result.admitted
     assert Job.objects.get(pk=moved.pk).tasks.get().gpu_indices == [free_gpu]
+
+
+@pytest.fixture
+def two_nodes(tmp_path, clock, settings) -> SimulatedBackend:
+    """Two nodes of 2 T4s each: two 1-GPU jobs spread over them leave no node for a 2-GPU job."""
+    from scheduler.backends.sim_clusters import cluster_spec
+
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": str(tmp_path)}
+    }
+    (node,) = cluster_spec("small")
+    nodes = [{**node, "name": "t4-1"}, {**node, "name": "t4-2"}]
+    return SimulatedBackend(tmp_path / "two.json", cluster=nodes, time_scale=1.0, clock=clock)
+
+
+def test_the_real_policy_drains_a_node_by_migration_and_the_moved_job_lands_on_its_target(
+    two_nodes, clock, researcher, image, settings
+) -> None:
+    settings.SCHEDULER_POLICY = "ours"
+    first = submit(researcher, image, gpus=1, sim_duration_seconds=100_000, preemption_grace_seconds=5)
+    second = submit(researcher, image, gpus=1, sim_duration_seconds=100_000, preemption_grace_seconds=5)
+    cycle(two_nodes)
+    for job in (first, second):
+        job_bind(job_id=job.pk, backend=two_nodes)
+    clock.advance(15)
+    sync_status(backend=two_nodes)
+    nodes = {Job.objects.get(pk=j.pk).tasks.get().node for j in (first, second)}
+    assert nodes == {"t4-1", "t4-2"}  # ours spreads: an idle GPU first
+    wide = submit(researcher, image, gpus=2, sim_duration_seconds=60)
+
+    result = cycle(two_nodes)
+
+    (moved_id,) = result.evicted
+    moved = Job.objects.get(pk=moved_id)
+    assert (moved.status, moved.migrations, moved.preemption_rule) == (JobStatus.PREEMPTING.value, 1, "drain")
+    (target,) = moved.planned_placement
+    assert target["node"] != moved.tasks.get().node  # moved to the other node
+    wide.refresh_from_db()
+    assert f"waiting for preempted job {moved_id} to stop" in wide.pending_reason
+    clock.advance(10)
+    sync_status(backend=two_nodes)
+    assert Job.objects.get(pk=moved_id).status == JobStatus.QUEUED.value
+
+    result = cycle(two_nodes)
+
+    assert set(result.admitted) == {moved_id, wide.pk}
+    moved.refresh_from_db()
+    assert (moved.tasks.get().node, moved.tasks.get().gpu_indices) == (target["node"], target["gpu_indices"])
+    assert len({t.node for t in Job.objects.get(pk=wide.pk).tasks.all()}) == 1  # the drained node, whole
+
+
+def test_the_real_policy_does_not_drain_a_job_inside_its_minimum_run_time(
+    two_nodes, clock, researcher, image, settings
+) -> None:
+    settings.SCHEDULER_POLICY = "ours"
+    spec = {"gpus": 1, "sim_duration_seconds": 100_000, "min_runtime_seconds": 3600}
+    running = [submit(researcher, image, **spec) for _ in range(2)]
+    cycle(two_nodes)
+    for job in running:
+        job_bind(job_id=job.pk, backend=two_nodes)
+    clock.advance(15)
+    sync_status(backend=two_nodes)
+    wide = submit(researcher, image, gpus=2, sim_duration_seconds=60)
+
+    result = cycle(two_nodes)
+
+    assert result.evicted == []
+    assert all(Job.objects.get(pk=j.pk).status == JobStatus.RUNNING.value for j in running)
+    assert Job.objects.get(pk=wide.pk).status == JobStatus.QUEUED.value
