@@ -1,9 +1,9 @@
 """gpuctl: the command line and Python client of the GPU platform.
 
-    from gpuctl import Client
-    client = Client.from_config()          # the profile `gpuctl login` stored, or GPUCTL_URL/TOKEN
-    job = client.submit({"image": "pytorch:2.4", "gpu_milli": 250, "command": ["python", "train.py"]})
-    print(client.wait(job.id).status)
+from gpuctl import Client
+client = Client.from_config()          # the profile `gpuctl login` stored, or GPUCTL_URL/TOKEN
+job = client.submit({"image": "pytorch:2.4", "gpu_milli": 250, "command": ["python", "train.py"]})
+print(client.wait(job.id).status)
 """
 
 from gpuctl.client import Client
@@ -17,7 +17,19 @@ from gpuctl.errors import (
     WaitTimeout,
     wait_exit_code,
 )
-from gpuctl.models import Image, Job, JobDetail, JobEvent, LogChunk, LogEnd, Preemption, Quota, Task, TaskLog, Token
+from gpuctl.models import (
+    Image,
+    Job,
+    JobDetail,
+    JobEvent,
+    LogChunk,
+    LogEnd,
+    Preemption,
+    Quota,
+    Task,
+    TaskLog,
+    Token,
+)
 
 __version__ = "0.1.0"
 

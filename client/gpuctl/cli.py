@@ -130,7 +130,15 @@ def jobs_table(jobs: list[Any], *, queue: bool = False) -> None:
         table.add_column(column, overflow="fold")
     for job in jobs:
         reason = job.pending_reason if job.status == "QUEUED" else job.failure_category or job.pending_reason
-        row = [str(job.id), job.name or "-", job.team_slug, job.user, job.status, asks(job), age(job.created_at)]
+        row = [
+            str(job.id),
+            job.name or "-",
+            job.team_slug,
+            job.user,
+            job.status,
+            asks(job),
+            age(job.created_at),
+        ]
         row.append(reason or "")
         if queue:
             row.insert(0, str(job.queue_position or "-"))
@@ -166,10 +174,6 @@ def write_chunk(chunk: LogChunk, *, prefix: bool) -> None:
         text = "".join(f"[{chunk.task}] {line}" for line in lines)
     sys.stdout.write(text)
     sys.stdout.flush()
-
-
-def announce(job: JobDetail) -> None:
-    click.echo(f"{job.status.lower()}: {job.failure_message or job.pending_reason or 'done'}".rstrip(), err=True)
 
 
 def finish(job_id: int, status: str, category: str, quiet: bool = False) -> int:
@@ -324,7 +328,9 @@ def describe(state: State, job_id: int, output: str) -> int:
         if job.attained_gpu_seconds:
             rows.append(("GPU time", f"{job.attained_gpu_seconds / 3600:.2f} GPU-hours"))
         if not job.preemptible or job.min_runtime_seconds:
-            rows.append(("Preemptible", "no" if not job.preemptible else f"after {job.min_runtime_seconds} s"))
+            rows.append(
+                ("Preemptible", "no" if not job.preemptible else f"after {job.min_runtime_seconds} s")
+            )
         rows += [("Created", job.created_at), ("Started", job.started_at or "-")]
         rows.append(("Finished", job.finished_at or "-"))
         for label, value in rows:
@@ -334,10 +340,18 @@ def describe(state: State, job_id: int, output: str) -> int:
             for column in ("TASK", "PHASE", "NODE", "GPUS", "SHARE", "SLOWDOWN", "MESSAGE"):
                 tasks.add_column(column, overflow="fold")
             for t in job.tasks:
-                share = f"{t.gpu_milli}m" if t.gpu_milli and t.gpu_milli < 1000 else "whole" if t.gpu_indices else "-"
+                share = (
+                    f"{t.gpu_milli}m"
+                    if t.gpu_milli and t.gpu_milli < 1000
+                    else "whole"
+                    if t.gpu_indices
+                    else "-"
+                )
                 slowdown = f"x{t.predicted_slowdown:.2f}" if t.predicted_slowdown is not None else "-"
                 gpus = ",".join(str(i) for i in t.gpu_indices) or "-"
-                tasks.add_row(t.name, t.phase, t.node or "-", gpus, share, slowdown, t.placement_reason or t.message)
+                tasks.add_row(
+                    t.name, t.phase, t.node or "-", gpus, share, slowdown, t.placement_reason or t.message
+                )
             out.print(tasks)
         if job.preemption_history:
             history = Table(title="Preemptions", title_justify="left", box=None, header_style="bold")
@@ -416,7 +430,9 @@ def clone(
 @cli.command()
 @click.argument("job_id", type=int, metavar="JOB")
 @click.option("--timeout", type=click.FloatRange(min=0), help="Give up after this many seconds (exit 18).")
-@click.option("--poll", type=click.FloatRange(min=0.1), default=2.0, show_default=True, help="Seconds between checks.")
+@click.option(
+    "--poll", type=click.FloatRange(min=0.1), default=2.0, show_default=True, help="Seconds between checks."
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing; only the exit code tells.")
 @pass_state
 def wait(state: State, job_id: int, timeout: float | None, poll: float, quiet: bool) -> int:
@@ -583,4 +599,3 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"gpuctl: internal error: {type(exc).__name__}: {_one_line(str(exc))}", err=True)
         code = EXIT_INTERNAL
     return code if isinstance(code, int) else 0
-

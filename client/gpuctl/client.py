@@ -166,6 +166,8 @@ class Client:
     def spec_of(job: Job) -> dict[str, Any]:
         """The submit spec that would make ``job`` again (what ``clone`` copies)."""
         data = job.to_dict()
+        if not data.get("gpu_milli"):
+            data.pop("gpu_milli", None)  # a job's 0 means "no share"; the submit spec says null or 1-999
         return {key: data[key] for key in SUBMIT_FIELDS if key in data and data[key] is not None}
 
     def queue(self) -> builtins.list[Job]:
@@ -198,7 +200,9 @@ class Client:
 
     # ------------------------------------------------------------------ logs
 
-    def logs(self, job_id: int, *, task: int | None = None, since: int | None = None) -> builtins.list[TaskLog]:
+    def logs(
+        self, job_id: int, *, task: int | None = None, since: int | None = None
+    ) -> builtins.list[TaskLog]:
         """The output captured so far of each task (or of task ``task``), from offset ``since``."""
         params: dict[str, Any] = {}
         if task is not None:
@@ -258,7 +262,7 @@ class Client:
                 if not response.is_success:
                     response.read()
                     self._decode(response)
-                event, data = "message", []
+                event, data = "message", builtins.list[str]()
                 for line in response.iter_lines():
                     if not line:
                         if data:

@@ -75,7 +75,9 @@ def save(data: dict[str, Any], path: Path | None = None) -> Path:
     return path
 
 
-def store_login(*, url: str, token: str, username: str, profile: str | None, path: Path | None = None) -> Path:
+def store_login(
+    *, url: str, token: str, username: str, profile: str | None, path: Path | None = None
+) -> Path:
     data = load(path)
     name = profile or DEFAULT_PROFILE
     data["profiles"][name] = {"url": url, "token": token, "username": username}
@@ -101,7 +103,9 @@ def resolve(profile: str | None = None, url: str | None = None, path: Path | Non
     entry = data["profiles"].get(name) or {}
     if profile and not entry:
         known = ", ".join(sorted(data["profiles"])) or "none"
-        raise UsageError(f"no profile {profile!r} (known: {known}); run: gpuctl login URL --profile {profile}")
+        raise UsageError(
+            f"no profile {profile!r} (known: {known}); run: gpuctl login URL --profile {profile}"
+        )
     final_url = url or os.environ.get("GPUCTL_URL") or str(entry.get("url", ""))
     token = os.environ.get("GPUCTL_TOKEN") or str(entry.get("token", ""))
     if not final_url:

@@ -113,14 +113,17 @@ def _field_errors(extra: Any, prefix: str = "") -> list[str]:
 def from_response(status: int, body: Any) -> GpuctlError:
     """The error for an HTTP answer ``status`` whose JSON body is ``body`` (the API's error shape
     ``{"message", "code", "extra"}``, or anything else from a proxy)."""
-    message, code, extra = "", "", {}
+    message, code = "", ""
+    extra: Any = {}
     if isinstance(body, dict):
         message = str(body.get("message") or body.get("detail") or "")
         code = str(body.get("code") or "")
         extra = body.get("extra") or {}
     fields = _field_errors(extra)
     if fields:
-        message = (message.rstrip(".") + ": " if message else "") + "; ".join(fields)
+        # The API's summary of a 400 only names the fields ("Invalid input: gpus."); say what is wrong.
+        lead = "Invalid input" if not message or message.startswith("Invalid input") else message.rstrip(".")
+        message = f"{lead}: " + "; ".join(fields)
     message = message or f"HTTP {status}"
     kwargs: dict[str, Any] = {"status": status, "code": code, "extra": extra}
     if status == 400:

@@ -260,7 +260,17 @@ class LogEnd:
 
 
 FINAL_STATUSES = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
-MODELS: tuple[type[ApiModel], ...] = (Task, Job, Preemption, JobDetail, JobEvent, TaskLog, Image, Quota, Token)
+MODELS: tuple[type[ApiModel], ...] = (
+    Task,
+    Job,
+    Preemption,
+    JobDetail,
+    JobEvent,
+    TaskLog,
+    Image,
+    Quota,
+    Token,
+)
 
 # The request body of POST /api/v1/jobs/ (schema JobCreateInput), in the order a person reads a spec:
 # what `clone --set` copies from a job and what `submit` documents. Kept in step by a test.

@@ -9,6 +9,7 @@ subprocess, talks HTTP to the server.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -100,6 +101,24 @@ class Platform:
                 return status
             time.sleep(0.05)
         raise AssertionError(f"job {job_id} did not reach {statuses} in {timeout} s")
+
+    @contextlib.contextmanager
+    def driving(self) -> Iterator[None]:
+        """Keep the cluster running in a background thread (for in-process Client calls)."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.is_set():
+                self.drive()
+                stop.wait(0.05)
+
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(30)
 
     def env(self, token: str | None = None, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCTL_")}

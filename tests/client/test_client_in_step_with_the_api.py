@@ -139,3 +139,26 @@ def test_set_overrides_fields_with_typed_values_and_env_as_text() -> None:
 def test_a_malformed_set_is_a_usage_error_naming_it(bad: str) -> None:
     with pytest.raises(UsageError, match="--set"):
         client_spec.apply_sets({}, [bad])
+
+
+def test_the_client_package_stands_alone_without_django() -> None:
+    """`pip install ./client` must be enough: gpuctl imports nothing of the platform."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    client_dir = Path(__file__).resolve().parents[2] / "client"
+    code = (
+        "import sys, gpuctl, gpuctl.cli; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "{'django', 'rest_framework', 'jobs', 'scheduler', 'config', 'accounts', 'frontend'}); "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=client_dir,
+        env={"PYTHONPATH": str(client_dir)},
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
