@@ -5,6 +5,8 @@
 
 Checks, one line each: PyTorch imports and is the build this image promises (CUDA wheel or CPU
 wheel); the GPUs PyTorch sees, each running a matrix multiply; a tiny training step whose loss falls;
+its model and optimizer through torch.save / torch.load; the base image's preemption loop (checkpoint
+on SIGTERM, resume with RESUME=1);
 a two-process all-reduce through torch.distributed: NCCL when two GPUs are visible, gloo otherwise (the
 CPU twin, a one-GPU host). Exit status 0 when everything passes, 1 when a check fails, 2 on bad usage.
 The same file ships in both twins (a test keeps the copies identical), so it must stay Python 3.10.
@@ -15,7 +17,9 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import subprocess
 import sys
+import tempfile
 import traceback
 
 FAILURES: list[str] = []
@@ -71,6 +75,47 @@ def check_training_step(torch, device: str) -> None:
     report(
         losses[-1] < losses[0] / 2,
         f"training step on {device}: loss {losses[0]:.4f} -> {losses[-1]:.4f}",
+    )
+
+
+CHECKPOINT_LOOP = "/opt/gpu-platform/smoke-test/checkpoint.py"
+
+
+def check_checkpoint_loop() -> None:
+    """The base image's preemption loop (SIGTERM -> checkpoint, RESUME=1 -> resume), as every job of
+    this image would run it (DESIGN.md section 5b)."""
+    if not os.path.exists(CHECKPOINT_LOOP):
+        print(f"skip  {CHECKPOINT_LOOP} not found (not built on gpu-platform/base)")
+        return
+    result = subprocess.run(
+        [sys.executable, CHECKPOINT_LOOP, "--self-test"], capture_output=True, text=True, timeout=120
+    )
+    failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    report(
+        result.returncode == 0,
+        "checkpoint on SIGTERM and resume with RESUME=1" + (f": {failed[0]}" if failed else ""),
+    )
+
+
+def check_torch_checkpoint(torch, device: str) -> None:
+    """Model and optimizer state through torch.save / torch.load, as a resumed job reads them back."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.randn(8, 4, device=device)).sum().backward()
+    optimizer.step()
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "state.pt")
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": 1}, path)
+        state = torch.load(path, map_location=device)
+    fresh = torch.nn.Linear(4, 2).to(device)
+    fresh.load_state_dict(state["model"])
+    same = all(
+        torch.equal(a, b)
+        for a, b in zip(model.state_dict().values(), fresh.state_dict().values(), strict=True)
+    )
+    report(
+        same and state["step"] == 1, f"torch.save / torch.load round trip of model and optimizer on {device}"
     )
 
 
@@ -137,6 +182,7 @@ def main(argv: list[str]) -> int:
     gpus = check_gpus(torch, args.require_gpu) if cuda_build else 0
     try:
         check_training_step(torch, "cuda:0" if gpus else "cpu")
+        check_torch_checkpoint(torch, "cuda:0" if gpus else "cpu")
         if gpus >= 2:
             check_all_reduce(torch, "nccl")
         else:
@@ -147,6 +193,7 @@ def main(argv: list[str]) -> int:
     except Exception:
         traceback.print_exc()
         report(False, "unexpected error (traceback above)")
+    check_checkpoint_loop()
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed")
         return 1

@@ -5,6 +5,8 @@
 
 Checks, one line each: TensorFlow imports and is the build this image promises (CUDA or CPU); the
 GPUs it sees, each running a matrix multiply; a tiny Keras training step whose loss falls; a
+tf.train.Checkpoint saved and restored; the base image's preemption loop (checkpoint on SIGTERM,
+resume with RESUME=1); a
 two-process all-reduce with MultiWorkerMirroredStrategy: NCCL collectives with one GPU per process when
 two GPUs are visible, ring (gRPC) collectives on CPU otherwise. Exit status 0 when everything passes,
 1 when a check fails, 2 on bad usage. The same file ships in both twins (a test keeps the copies
@@ -19,6 +21,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 
 FAILURES: list[str] = []
 WORKER_TIMEOUT_S = 300
@@ -75,6 +78,36 @@ def check_training_step(tf) -> None:
     model.compile(optimizer=tf.keras.optimizers.SGD(learning_rate=0.1), loss="mse")
     history = model.fit(x, y, epochs=10, batch_size=256, verbose=0).history["loss"]
     report(history[-1] < history[0] / 2, f"Keras training step: loss {history[0]:.4f} -> {history[-1]:.4f}")
+
+
+CHECKPOINT_LOOP = "/opt/gpu-platform/smoke-test/checkpoint.py"
+
+
+def check_checkpoint_loop() -> None:
+    """The base image's preemption loop (SIGTERM -> checkpoint, RESUME=1 -> resume), as every job of
+    this image would run it (DESIGN.md section 5b)."""
+    if not os.path.exists(CHECKPOINT_LOOP):
+        print(f"skip  {CHECKPOINT_LOOP} not found (not built on gpu-platform/base)")
+        return
+    result = subprocess.run(
+        [sys.executable, CHECKPOINT_LOOP, "--self-test"], capture_output=True, text=True, timeout=120
+    )
+    failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    report(
+        result.returncode == 0,
+        "checkpoint on SIGTERM and resume with RESUME=1" + (f": {failed[0]}" if failed else ""),
+    )
+
+
+def check_tf_checkpoint(tf) -> None:
+    """A tf.train.Checkpoint saved and restored, as a resumed job reads its state back."""
+    with tempfile.TemporaryDirectory() as folder:
+        checkpoint = tf.train.Checkpoint(step=tf.Variable(7, dtype=tf.int64))
+        path = checkpoint.save(os.path.join(folder, "ckpt"))
+        checkpoint.step.assign(0)
+        checkpoint.restore(path)
+        restored = int(checkpoint.step.numpy())
+    report(restored == 7, f"tf.train.Checkpoint save / restore (step {restored})")
 
 
 def run_worker(index: int, world_size: int, implementation: str) -> int:
@@ -163,6 +196,8 @@ def main(argv: list[str]) -> int:
         report(False, "--require-gpu given, but this is a CPU-only TensorFlow build")
     gpus = check_gpus(tf, args.require_gpu) if cuda_build else 0
     check_training_step(tf)
+    check_tf_checkpoint(tf)
+    check_checkpoint_loop()
     if gpus < 2:
         print("skip  NCCL all-reduce needs two visible GPUs" if cuda_build else "info  CPU build: ring only")
     check_all_reduce(gpus)
