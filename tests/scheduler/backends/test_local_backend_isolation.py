@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from local_backend_helpers import finished, make_backend, placement, running, spec, stop_everything, wait_for
 
-from scheduler.backends.base import PermanentBackendError, TaskPhase
+from scheduler.backends.base import PermanentBackendError, TaskPhase, TransientBackendError
 from scheduler.backends.local import LocalBackend
 from scheduler.backends.local import runner as files
 
@@ -232,3 +232,15 @@ def test_a_job_user_finds_a_python_it_may_run_even_when_the_platforms_lives_in_a
     executable, path = backend.logs("70", "job-70-0").splitlines()[:2]
     assert not executable.startswith("/root/")
     assert all(not entry.startswith("/root/") for entry in path.split(os.pathsep))
+
+
+def test_when_every_job_uid_is_taken_the_next_job_waits_instead_of_sharing_one(site: Path) -> None:
+    backend = make_backend(site / "var-jobs", job_user="nobody", job_uid_range=(UIDS[0], UIDS[0]))
+    try:
+        backend.bind(spec("80", [JOB_PY, "-c", "pass"]), placement("80"))
+        finished(backend, "80")
+
+        with pytest.raises(TransientBackendError, match="job uids of LOCAL_JOB_UID_RANGE"):
+            backend.bind(spec("81", [JOB_PY, "-c", "pass"]), placement("81", gpus=(1,)))
+    finally:
+        stop_everything(backend)
