@@ -8,11 +8,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from scheduler.policy.registry import make_policy
 from scheduler.sim.cluster import ClusterSpec, load_cluster_spec
 from scheduler.sim.engine import SimConfig, SimResult, Simulator
 from scheduler.sim.metrics import summarise
 from scheduler.sim.perf import PerfModel, load_perf_model
-from scheduler.policy.registry import make_policy
 from scheduler.sim.trace import Trace, load_trace
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
