@@ -88,7 +88,8 @@ def sim(tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Sim:
     clock = FakeClock()
     backend = SimulatedBackend(tmp_path / "cluster.json", cluster="demo", time_scale=1.0, clock=clock)
     settings.CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": str(tmp_path)}
+        **settings.CACHES,  # other aliases (the throttle cache) stay
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": str(tmp_path)},
     }
     for module in ("jobs.cluster", "jobs.scheduling", "jobs.binding", "jobs.sync"):
         monkeypatch.setattr(f"{module}.get_backend", lambda name=None: backend)

@@ -45,7 +45,8 @@ def sim(tmp_path: Path, clock: FakeClock, settings: Any) -> SimulatedBackend:
     settings.SIM_CLUSTER = "small"
     # A private cache: the single-flight lock of one test never meets another's.
     settings.CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": str(tmp_path)}
+        **settings.CACHES,  # other aliases (the throttle cache) stay
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": str(tmp_path)},
     }
     return SimulatedBackend(settings.SIM_STATE_PATH, cluster="small", time_scale=1.0, clock=clock)
 
@@ -106,7 +107,8 @@ def local_backend(settings: Any, tmp_path: Path, virtual_gpus: int) -> Iterator[
     # tests/scheduler/backends/test_local_backend_isolation.py.
     settings.LOCAL_JOB_USER = ""
     settings.CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": str(tmp_path)}
+        **settings.CACHES,  # other aliases (the throttle cache) stay
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": str(tmp_path)},
     }
     backend = get_backend()
     assert isinstance(backend, LocalBackend)

@@ -343,7 +343,8 @@ def two_nodes(tmp_path, clock, settings) -> SimulatedBackend:
     from scheduler.backends.sim_clusters import cluster_spec
 
     settings.CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": str(tmp_path)}
+        **settings.CACHES,  # other aliases (the throttle cache) stay
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": str(tmp_path)},
     }
     (node,) = cluster_spec("small")
     nodes = [{**node, "name": "t4-1"}, {**node, "name": "t4-2"}]
