@@ -404,7 +404,9 @@ def test_on_kubernetes_a_pod_already_placed_elsewhere_sends_the_job_back_to_the_
     scheduling.run_scheduling_cycle(backend=sim)  # the decision: t4-1, one GPU
     job.refresh_from_db()
     task = job.tasks.get()
-    gpus = [{"index": i, "uuid": f"GPU-{i}", "model": "T4", "memory_mib": 15360} for i in range(2)]
+    # The same T4s as the simulated node the decision was made on: a whole GPU's placement holds its
+    # memory, and the backend re-checks capacity at bind (a smaller GPU would refuse it first).
+    gpus = [{"index": i, "uuid": f"GPU-{i}", "model": "T4", "memory_mib": 16384} for i in range(2)]
     with running_emulator() as emu:
         add_node(emu, "t4-1", annotations={c.NODE_ANN_GPUS: json.dumps(gpus)})
         serve_bindings(emu)
