@@ -523,6 +523,8 @@ def _apply_preemptions(
         if victim is None or victim.pk in done:
             continue
         preemptor = jobs.get(int(eviction.preemptor)) if eviction.preemptor.isdigit() else None
+        if preemptor is not None and preemptor.pk == victim.pk:
+            preemptor = None  # unpacking names the job itself: nobody waits for its GPUs
         if _preempt(backend, victim, rule=eviction.rule, preemptor=preemptor, reason=eviction.reason):
             done[victim.pk] = preemptor.pk if preemptor else None
     for migration in decision.migrations:
@@ -530,6 +532,8 @@ def _apply_preemptions(
         if victim is None or victim.pk in done:
             continue
         preemptor = jobs.get(int(migration.preemptor)) if migration.preemptor.isdigit() else None
+        if preemptor is not None and preemptor.pk == victim.pk:
+            preemptor = None
         # An empty ``to`` leaves the new place to the same cycle's placement pass.
         target = list(migration.to) or decision.placements_for(migration.job_id)
         if _preempt(
@@ -563,9 +567,17 @@ def _record_waiting(job: Job, position: int, reason: str) -> None:
 
 def _cycle_once(backend: ClusterBackend, now: float | None = None) -> CycleResult:
     result = CycleResult()
+    rounds: bool | None = None
     if not Job.objects.filter(status=JobStatus.QUEUED.value).exists():
-        return result
-    cycle = build_view(backend, now=now)
+        # With nobody waiting only the periodic rules can do anything (unpacking a shared GPU while
+        # GPUs are idle), and only at a round.
+        shared = Task.objects.filter(
+            job__status=JobStatus.RUNNING.value, gpu_milli__gt=0, gpu_milli__lt=1000
+        ).exists()
+        if not shared or not _is_round(_now() if now is None else now):
+            return result
+        rounds = True
+    cycle = build_view(backend, now=now, rounds=rounds)
     _place_planned(cycle, result)
     view = cycle.view
     decision = plan_cycle(view, active_policy())

@@ -405,3 +405,31 @@ def test_the_real_policy_does_not_drain_a_job_inside_its_minimum_run_time(
     assert result.evicted == []
     assert all(Job.objects.get(pk=j.pk).status == JobStatus.RUNNING.value for j in running)
     assert Job.objects.get(pk=wide.pk).status == JobStatus.QUEUED.value
+
+
+def test_with_nobody_waiting_a_round_still_unpacks_a_shared_gpu_when_a_gpu_is_idle(
+    sim, clock, researcher, image, settings
+) -> None:
+    settings.SCHEDULER_POLICY = "ours"  # unpack on idle: the newest tenant restarts alone
+    whole = submit(researcher, image, gpus=1, sim_duration_seconds=30)
+    cycle(sim)
+    job_bind(job_id=whole.pk, backend=sim)
+    shared = [submit(researcher, image, gpu_milli=400, sim_duration_seconds=100_000) for _ in range(2)]
+    cycle(sim)
+    for job in shared:
+        job_bind(job_id=job.pk, backend=sim)
+    clock.advance(15)
+    sync_status(backend=sim)
+    assert len({tuple(Job.objects.get(pk=j.pk).tasks.get().gpu_indices) for j in shared}) == 1  # packed
+    clock.advance(40)
+    sync_status(backend=sim)
+    assert Job.objects.get(pk=whole.pk).status == JobStatus.SUCCEEDED.value  # its GPU is idle now
+    assert not Job.objects.filter(status=JobStatus.QUEUED.value).exists()
+
+    result = cycle(sim)
+
+    (moved,) = result.evicted
+    job = Job.objects.get(pk=moved)
+    assert (job.status, job.preemption_rule, job.preempted_for_id) == ("PREEMPTING", "unpack-idle", None)
+    cache.set(scheduling.ROUND_KEY, int(scheduling._now() // scheduling.ROUND_S))
+    assert scheduling.run_scheduling_cycle(backend=sim).evicted == []  # not a round: nothing runs
