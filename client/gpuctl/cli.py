@@ -6,6 +6,7 @@ import datetime as dt
 import getpass
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -119,6 +120,17 @@ def age(stamp: str | None) -> str:
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{max(seconds, 0)}s"
+
+
+def when(stamp: str | None) -> str:
+    """An API time (ISO 8601, UTC) as local time to the second."""
+    if not stamp:
+        return "-"
+    try:
+        moment = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return stamp
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
 def jobs_table(jobs: list[Any], *, queue: bool = False) -> None:
@@ -305,7 +317,7 @@ def describe(state: State, job_id: int, output: str) -> int:
             ("Status", job.status + (f" ({job.failure_category})" if job.failure_category else "")),
             ("Team / user", f"{job.team_slug} / {job.user}"),
             ("Image", job.image_reference),
-            ("Command", " ".join([*job.command, *job.args])),
+            ("Command", shlex.join([*job.command, *job.args])),
             ("Asks", f"{asks(job)}, {job.cpu_milli / 1000:g} CPU, {job.memory_mib} MiB"),
         ]
         if job.status == "QUEUED":
@@ -331,8 +343,8 @@ def describe(state: State, job_id: int, output: str) -> int:
             rows.append(
                 ("Preemptible", "no" if not job.preemptible else f"after {job.min_runtime_seconds} s")
             )
-        rows += [("Created", job.created_at), ("Started", job.started_at or "-")]
-        rows.append(("Finished", job.finished_at or "-"))
+        rows += [("Created", when(job.created_at)), ("Started", when(job.started_at))]
+        rows.append(("Finished", when(job.finished_at)))
         for label, value in rows:
             out.print(f"[bold]{label + ':':<16}[/bold]{value}", markup=True, highlight=False)
         if job.tasks:
@@ -358,7 +370,7 @@ def describe(state: State, job_id: int, output: str) -> int:
             for column in ("AT", "KIND", "RULE", "FOR JOB", "REASON"):
                 history.add_column(column, overflow="fold")
             for p in job.preemption_history:
-                history.add_row(p.at, p.kind, p.rule, str(p.preemptor or "-"), p.reason)
+                history.add_row(when(p.at), p.kind, p.rule, str(p.preemptor or "-"), p.reason)
             out.print(history)
         if events:
             table_ = Table(title="Events", title_justify="left", box=None, header_style="bold")
@@ -366,7 +378,7 @@ def describe(state: State, job_id: int, output: str) -> int:
                 table_.add_column(column, overflow="fold")
             for e in events:
                 move = f"{e.from_status} -> {e.to_status}" if e.from_status else e.to_status
-                table_.add_row(e.created_at, move, e.actor, e.reason)
+                table_.add_row(when(e.created_at), move, e.actor, e.reason)
             out.print(table_)
 
     emit(data, output, table)
@@ -520,11 +532,16 @@ def top(state: State, output: str) -> int:
 
 
 @cli.command()
+@click.option("-q", "--quiet", is_flag=True, help="Print only the references, one a line.")
 @OUTPUT
 @pass_state
-def images(state: State, output: str) -> int:
+def images(state: State, quiet: bool, output: str) -> int:
     """Job images of the catalog (use the REFERENCE as `image:` in a spec)."""
     items = state.client.images()
+    if quiet:
+        for item in items:
+            click.echo(item.reference)
+        return 0
 
     def table() -> None:
         t = Table(box=None, header_style="bold")

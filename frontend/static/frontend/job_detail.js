@@ -1,4 +1,5 @@
-/* Job detail: the job, its events and logs from /api/v1/jobs/{id}/..., polled until the job ends;
+/* Job detail: the job and its events from /api/v1/jobs/{id}/..., polled until the job ends; its logs
+ * live from the server-sent events of logs/?follow=1 (whole-log polling only where EventSource fails);
  * link classes between a task's GPUs from the node topology in GET /api/v1/cluster/; cancel and clone. */
 (function () {
   "use strict";
@@ -154,6 +155,67 @@
     }
   }
 
+  // Live logs: one EventSource per choice of task. The server ends each stream after a time bound
+  // (an event "timeout"); EventSource then reconnects by itself and Last-Event-ID carries the offsets
+  // received, so nothing is sent twice. "end" means the job has ended: close, no reconnect.
+  const texts = {};  // task index -> {name, text}
+  let phases = {};
+  let stream = null;
+  let streamTask = null;
+  let streamFailed = false;
+
+  function renderLogs() {
+    const keys = Object.keys(texts).sort(function (a, b) { return a - b; });
+    const text = keys.map(function (k) {
+      const head = keys.length > 1 ? "== " + texts[k].name + (phases[k] ? " (" + phases[k] + ")" : "") + " ==\n" : "";
+      return head + texts[k].text;
+    }).join("\n") || "No output yet.";
+    const pre = $("job-logs");
+    if (text !== lastLog) {
+      const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 8;
+      pre.textContent = text;
+      lastLog = text;
+      if (atBottom) pre.scrollTop = pre.scrollHeight;
+    }
+  }
+
+  function followLogs() {
+    if (streamFailed || !window.EventSource) return false;
+    const task = $("log-task").value;
+    if (stream && streamTask === task) return true;
+    if (stream) stream.close();
+    for (const k of Object.keys(texts)) delete texts[k];
+    streamTask = task;
+    const source = new EventSource(base + "logs/?follow=1" + (task !== "" ? "&task=" + encodeURIComponent(task) : ""));
+    stream = source;
+    source.addEventListener("log", function (ev) {
+      const d = JSON.parse(ev.data);
+      const entry = texts[d.index] || (texts[d.index] = { name: d.task, text: "" });
+      entry.text = d.reset ? d.text : entry.text.slice(0, d.offset) + d.text;
+      renderLogs();
+    });
+    source.addEventListener("end", function () {
+      source.close();
+      renderLogs();
+      $("logs-note").textContent = "The job has ended; this is its final output.";
+    });
+    source.addEventListener("open", function () {
+      $("logs-note").textContent = "Live: new output appears as the job writes it.";
+    });
+    source.addEventListener("error", function () {
+      // CLOSED after an error = the server refused the stream (not a reconnect): poll instead.
+      if (source.readyState === EventSource.CLOSED && stream === source) {
+        streamFailed = true;
+        loadLogs();
+      }
+    });
+    return true;
+  }
+
+  function showLogs() {
+    if (!followLogs()) loadLogs();
+  }
+
   async function refresh() {
     const [jobAnswer, eventsAnswer] = await Promise.all([P.api(base), P.api(base + "events/")]);
     if (!jobAnswer.ok) { say((jobAnswer.data && jobAnswer.data.message) || "The job cannot be loaded.", "error"); return true; }
@@ -162,14 +224,20 @@
     renderJob(job);
     renderTasks(job);
     if (eventsAnswer.ok) renderEvents(eventsAnswer.data);
-    await loadLogs();
+    phases = {};
+    for (const t of job.tasks || []) phases[t.index] = t.phase;
     const done = TERMINAL.includes(job.status);
-    if (done) $("logs-note").textContent = "The job has ended; this is its final output.";
+    if (followLogs()) {
+      renderLogs();
+    } else {
+      await loadLogs();
+      if (done) $("logs-note").textContent = "The job has ended; this is its final output.";
+    }
     return !done;  // a finished job no longer changes: stop polling
   }
 
   const poller = P.poll(refresh, 2500);
-  $("log-task").addEventListener("change", loadLogs);
+  $("log-task").addEventListener("change", showLogs);
 
   const cancel = $("cancel-button");
   if (cancel) {
