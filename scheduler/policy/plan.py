@@ -340,7 +340,7 @@ def _drain(
         node = names[ni]
         units: list[tuple[int, list[str]]] = []
         for j, r in sorted(live.items()):
-            if {p.node for p in r.placements} == {node} and not _shared(r) and evictable(r):
+            if len(r.placements) == 1 and r.placements[0].node == node and not _shared(r) and evictable(r):
                 units.append((job_gpus(r.request), [j]))
         for gi in range(len(cluster.snapshot.nodes[ni].gpus)):
             ids = holders.get((node, gi), [])
