@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.api import ErrorSerializer
-from jobs import log_stream, selectors, services
+from jobs import log_stream, selectors, services, specs
 from jobs.filters import JobFilter
 from jobs.models import Job
 from jobs.serializers import (
@@ -30,6 +30,10 @@ from jobs.serializers import (
     LogsQuery,
 )
 from jobs.specs import JobSpec
+
+# ``since`` as log_stream.parse_offsets reads it: task indexes 0-64, offsets of at most 15 digits.
+_TASK = "(" + "|".join(str(i) for i in range(specs.MAX_REPLICAS, -1, -1)) + ")"
+_SINCE = rf"^([0-9]{{1,15}}|{_TASK}:[0-9]{{1,15}}(,{_TASK}:[0-9]{{1,15}})*)$"
 
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer}
 
@@ -132,10 +136,15 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         "when the job ends, or `timeout` when the request reached its time bound: reconnect with "
         "`since`); see jobs/log_stream.py. Without it, `since` cuts what each task already sent.",
         parameters=[
-            OpenApiParameter("task", OpenApiTypes.INT, description="Only this task index."),
+            # Bounds as log_stream.LogsFollowQuery checks them, so the schema says what is accepted.
+            OpenApiParameter(
+                "task",
+                {"type": "integer", "minimum": 0, "maximum": specs.MAX_REPLICAS},
+                description="Only this task index.",
+            ),
             OpenApiParameter(
                 "since",
-                OpenApiTypes.STR,
+                {"type": "string", "maxLength": 8 * (specs.MAX_REPLICAS + 1) * 2, "pattern": _SINCE},
                 description="Characters already received: one offset, or index:offset pairs (0:120,1:40).",
             ),
             OpenApiParameter(
@@ -144,7 +153,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         ],
         responses={
             (200, "application/json"): JobLogsOutput,
-            (200, "text/event-stream"): OpenApiTypes.STR,
+            (200, "text/event-stream"): log_stream.EVENT_SCHEMA,
             503: ErrorSerializer,
             **ERRORS,
         },
@@ -167,7 +176,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             params["since"] = request.headers["Last-Event-ID"]
         follow = log_stream.LogsFollowQuery(data=params)
         follow.is_valid(raise_exception=True)
-        since = follow.validated_data.get("since", {})
+        since = follow.validated_data.get("since") or {}  # a blank since is validated as ""
         if follow.validated_data["follow"]:
             events = log_stream.follow_events(
                 job=job,

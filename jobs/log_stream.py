@@ -98,6 +98,23 @@ def format_offsets(offsets: dict[int, int]) -> str:
     return ",".join(f"{index}:{offset}" for index, offset in sorted(offsets.items()) if index >= 0)
 
 
+# The schema of one event of the stream (OpenAPI describes a text/event-stream answer by its events,
+# the way schemathesis checks them): ``data`` is the JSON of the payloads described above.
+EVENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string", "enum": ["log", "end", "timeout"]},
+        "data": {
+            "type": "string",
+            "description": 'JSON. log: {"task", "index", "offset", "text", "reset"}; end: {"status", '
+            '"failure_category", "offsets"}; timeout: {"offsets"}',
+        },
+        "id": {"type": "string", "description": "Offsets so far, per task index: 0:120,1:40."},
+        "retry": {"type": "integer", "description": "Milliseconds before reconnecting."},
+    },
+}
+
+
 class OffsetsField(serializers.CharField):
     def to_internal_value(self, data: Any) -> dict[int, int]:  # type: ignore[override]
         text = super().to_internal_value(data)
@@ -115,6 +132,7 @@ class LogsFollowQuery(serializers.Serializer):
     )
     since = OffsetsField(
         required=False,
+        allow_blank=True,
         max_length=8 * (specs.MAX_REPLICAS + 1) * 2,
         help_text="Characters already received: one offset for every task, or index:offset pairs "
         "(0:120,1:40).",

@@ -294,3 +294,16 @@ def drive_to_end(job_id: int) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"job {job_id} did not end")
+
+
+def test_a_blank_since_means_from_the_start(
+    sim_cluster: Any, member: Any, image: Any, api_client_for: Any
+) -> None:
+    api = api_client_for(member)
+    job_id = submit(api, image, gpu_milli=250)
+    drive_to_end(job_id)
+    full = api.get(f"/api/v1/jobs/{job_id}/logs/").json()
+
+    blank = api.get(f"/api/v1/jobs/{job_id}/logs/?since=&follow=false")
+
+    assert blank.status_code == 200 and blank.json() == full
