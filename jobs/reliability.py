@@ -70,6 +70,8 @@ class Platform:
     )
     extra_env: dict[str, str] = field(default_factory=dict)
     worker_env: dict[str, str] = field(default_factory=dict)
+    # Worker name -> Celery pool and concurrency; "solo" (one process, one task at a time) by default.
+    pools: dict[str, tuple[str, int]] = field(default_factory=dict)
     web_workers: int = 2
     queue: str = ""
     redis_port: int = 0
@@ -150,8 +152,10 @@ class Platform:
         queues = ",".join(f"{self.queue}.{kind}" for kind in self.workers[name])
         if "bind" in self.workers[name]:
             queues += f",{self.queue}"
+        pool, concurrency = self.pools.get(name, ("solo", 1))
         return [
-            sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "-Q", queues,
+            sys.executable, "-m", "celery", "-A", "config", "worker", f"--pool={pool}", "-c", str(concurrency),
+            "-Q", queues,
             "-n", f"{name}-{self.queue}@%h", "-l", "info", "--without-gossip", "--without-mingle",
             "--without-heartbeat",
         ]  # fmt: skip
@@ -388,6 +392,27 @@ def quota_mismatches() -> list[str]:
     return out
 
 
+def stuck_report(job_ids: list[int]) -> list[dict[str, Any]]:
+    """What a person needs to see about jobs that did not end: state, age, last events, tasks."""
+    from django.utils import timezone
+
+    out = []
+    for job in Job.objects.filter(pk__in=job_ids[:20]).prefetch_related("tasks"):
+        events = list(
+            job.events.order_by("-created_at", "-id")[:6].values_list("to_status", "actor", "reason")
+        )
+        out.append(
+            {
+                "job": job.pk,
+                "status": job.status,
+                "for_s": round((timezone.now() - job.updated_at).total_seconds(), 1),
+                "events": events[::-1],
+                "tasks": [(t.name, t.node, t.gpu_indices, t.phase, t.message[:120]) for t in job.tasks.all()],
+            }
+        )
+    return out
+
+
 def wait_final(job_ids: list[int], timeout: float, on_poll: Callable[[], None] | None = None) -> float:
     """Seconds until every job is final; raises TimeoutError with the stragglers' states."""
     start = time.monotonic()
@@ -396,8 +421,10 @@ def wait_final(job_ids: list[int], timeout: float, on_poll: Callable[[], None] |
         if all(statuses.get(j) in FINAL for j in job_ids):
             return time.monotonic() - start
         if time.monotonic() - start > timeout:
-            stuck = {j: s for j, s in statuses.items() if s not in FINAL}
-            raise TimeoutError(f"{len(stuck)} job(s) not final after {timeout:.0f} s: {stuck}")
+            stuck = [j for j in job_ids if statuses.get(j) not in FINAL]
+            raise TimeoutError(
+                f"{len(stuck)} job(s) not final after {timeout:.0f} s: {json.dumps(stuck_report(stuck), default=str)}"
+            )
         if on_poll is not None:
             on_poll()
         time.sleep(0.5)
@@ -433,6 +460,7 @@ def fault_workload_specs(n: int, *, duration_s: float) -> list[dict[str, Any]]:
 @dataclass
 class FaultRun:
     jobs: list[int]
+    rounds: int
     kills: Counter[str]
     misses: Counter[str]
     over_allocated: list[str]
@@ -445,6 +473,7 @@ class FaultRun:
     def as_dict(self) -> dict[str, Any]:
         return {
             "jobs": len(self.jobs),
+            "rounds": self.rounds,
             "kills": sum(self.kills.values()),
             "kills_by_point": dict(self.kills),
             "points_not_reached": dict(self.misses),
@@ -467,12 +496,16 @@ def run_fault_workload(
     duration_s: float,
     final_timeout_s: float,
     worker: str = "worker",
+    max_rounds: int = 1,
     log: Callable[[str], None] = lambda s: None,
 ) -> FaultRun:
     """Submit ``jobs`` jobs, then kill ``worker`` ``kills`` times, cycling through the fault points;
-    check allocations after every kill; then wait for every job to be final."""
+    check allocations after every kill; then wait for every job to be final. When a round of jobs is
+    all final before the kills are done, another round of ``jobs`` is submitted (up to
+    ``max_rounds``)."""
     started = time.monotonic()
     ids = [platform.submit(token, spec) for spec in fault_workload_specs(jobs, duration_s=duration_s)]
+    rounds = 1
     done: Counter[str] = Counter()
     missed: Counter[str] = Counter()
     over: list[str] = []
@@ -483,15 +516,21 @@ def run_fault_workload(
         point = POINTS[point_index % len(POINTS)]
         point_index += 1
         attempts += 1
-        if platform.kill_at(worker, point):
+        hit = platform.kill_at(worker, point)
+        if hit:
             done[point] += 1
         else:
             missed[point] += 1
         over += over_allocated_gpus(platform.state_path, platform.time_scale)
         cluster_over += jobs_bound_twice(platform.state_path, platform.time_scale)
-        log(f"kill {sum(done.values())}/{kills} at {point} ({'hit' if done[point] else 'missed'})")
+        log(f"kill {sum(done.values())}/{kills} at {point} ({'hit' if hit else 'missed'})")
         if all(s in FINAL for s in Job.objects.filter(pk__in=ids).values_list("status", flat=True)):
-            break  # no work left to be killed in
+            if rounds >= max_rounds:
+                break  # no work left to be killed in
+            rounds += 1
+            ids += [
+                platform.submit(token, spec) for spec in fault_workload_specs(jobs, duration_s=duration_s)
+            ]
 
     def check() -> None:
         over.extend(over_allocated_gpus(platform.state_path, platform.time_scale))
@@ -501,6 +540,7 @@ def run_fault_workload(
     outcome = Counter(Job.objects.filter(pk__in=ids).values_list("status", flat=True))
     return FaultRun(
         jobs=ids,
+        rounds=rounds,
         kills=done,
         misses=missed,
         over_allocated=sorted(set(over)),
