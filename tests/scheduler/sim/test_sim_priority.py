@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from sim_helpers import cluster, policy, run, two_type_perf
 
+from scheduler.policy.queue_sort import QueuePriority, ServiceHistory, gittins_on_grid
 from scheduler.sim.engine import SimConfig, Simulator
 from scheduler.sim.policies import LAS_THRESHOLDS_GPU_S, OURS_LAS_THRESHOLDS_GPU_S, Policy, make_policy
-from scheduler.policy.queue_sort import QueuePriority, ServiceHistory, gittins_on_grid
 from scheduler.sim.trace import TraceJob
 
 
