@@ -193,6 +193,12 @@ def test_pages_with_charts_turn_off_plotlys_inline_styles(path, client, member, 
     assert 'id="plotly.js-style-global"' in html
     assert "no-inline-styles" in html
     assert "frontend/plotly.css" in html
+    # The id whose presence makes the bundle skip injecting its map library's CSS.
+    from frontend.views import _plotly_js
+
+    skip_id = re.search(r'getElementById\("([0-9a-f]{64})"\)\)\{var e=document.createElement\("style"\)',
+                        _plotly_js().read_text()).group(1)  # fmt: skip
+    assert f'id="{skip_id}"' in html
 
 
 if __name__ == "__main__":
