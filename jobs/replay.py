@@ -437,7 +437,10 @@ class _Replay:
             if now == math.inf:
                 raise RuntimeError("replay stalled: jobs wait but nothing can ever run")
             traveller.move_to(EPOCH + now)
-            dirty |= self._sync()
+            if t_back <= now:
+                # A task changed phase now: the status sync sees it when it happens. (A sync at an
+                # instant when nothing changed on the cluster changes nothing: skipped, it is costly.)
+                dirty |= self._sync()
             while next_arrival < n and self.jobs[next_arrival].trace.submit <= now:
                 planned = self.jobs[next_arrival]
                 job = job_submit(user=user, spec=planned.spec, image=images[planned.image], team=team)
