@@ -96,11 +96,16 @@ class Servers:
         )
         return env
 
+    def queues(self) -> str:
+        # Every kind of work has its own queue (settings.PLATFORM_QUEUES): this one worker serves all.
+        kinds = ("cycle", "bind", "sync", "reconcile")
+        return ",".join([self.queue, *(f"{self.queue}.{kind}" for kind in kinds)])
+
     def start(self) -> None:
         commands = {
             "web": [sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.port}", "--noreload"],
             "worker": [
-                sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "-Q", self.queue,
+                sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "-Q", self.queues(),
                 "-B", "-s", str(self.tmp / "celerybeat-schedule"), "-l", "info",
             ],
         }  # fmt: skip
@@ -135,7 +140,7 @@ class Servers:
         try:
             import redis
 
-            redis.Redis.from_url(self.redis_url).delete(self.queue)
+            redis.Redis.from_url(self.redis_url).delete(*self.queues().split(","))
         except Exception:  # noqa: BLE001  (cleanup only)
             pass
 
