@@ -33,7 +33,8 @@ from jobs.specs import JobSpec
 
 # ``since`` as log_stream.parse_offsets reads it: task indexes 0-64, offsets of at most 15 digits.
 _TASK = "(" + "|".join(str(i) for i in range(specs.MAX_REPLICAS, -1, -1)) + ")"
-_SINCE = rf"^([0-9]{{1,15}}|{_TASK}:[0-9]{{1,15}}(,{_TASK}:[0-9]{{1,15}})*)$"
+# (Blank is accepted: the start.)
+_SINCE = rf"^([0-9]{{1,15}}|{_TASK}:[0-9]{{1,15}}(,{_TASK}:[0-9]{{1,15}})*)?$"
 
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer}
 
@@ -171,8 +172,9 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         query.is_valid(raise_exception=True)
         task_index = query.validated_data.get("task")
         params = request.query_params.dict()
-        # EventSource resumes through Last-Event-ID, which carries the offsets of the last event.
-        if "since" not in params and request.headers.get("Last-Event-ID"):
+        # EventSource resumes through Last-Event-ID, the offsets of the last event it received. It
+        # reconnects to the same URL, so the header, sent only on a reconnect, is newer than `since`.
+        if request.headers.get("Last-Event-ID"):
             params["since"] = request.headers["Last-Event-ID"]
         follow = log_stream.LogsFollowQuery(data=params)
         follow.is_valid(raise_exception=True)

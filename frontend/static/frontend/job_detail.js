@@ -179,14 +179,23 @@
     }
   }
 
+  let streamEnded = false;
+
   function followLogs() {
     if (streamFailed || !window.EventSource) return false;
     const task = $("log-task").value;
     if (stream && streamTask === task) return true;
     if (stream) stream.close();
-    for (const k of Object.keys(texts)) delete texts[k];
+    if (streamTask !== task) {
+      for (const k of Object.keys(texts)) delete texts[k];
+      streamEnded = false;
+    }
     streamTask = task;
-    const source = new EventSource(base + "logs/?follow=1" + (task !== "" ? "&task=" + encodeURIComponent(task) : ""));
+    if (streamEnded || document.hidden) return true;  // hidden: opened when the tab is shown
+    // Resuming after the tab was hidden: ask only for what is not on the page yet.
+    const since = Object.keys(texts).map(function (k) { return k + ":" + texts[k].text.length; }).join(",");
+    const source = new EventSource(base + "logs/?follow=1" + (task !== "" ? "&task=" + encodeURIComponent(task) : "") +
+      (since ? "&since=" + encodeURIComponent(since) : ""));
     stream = source;
     source.addEventListener("log", function (ev) {
       const d = JSON.parse(ev.data);
@@ -196,6 +205,7 @@
     });
     source.addEventListener("end", function () {
       source.close();
+      streamEnded = true;
       renderLogs();
       $("logs-note").textContent = "The job has ended; this is its final output.";
     });
@@ -215,6 +225,16 @@
   function showLogs() {
     if (!followLogs()) loadLogs();
   }
+
+  // A stream holds a web worker while it is open: a tab nobody looks at gives it back.
+  document.addEventListener("visibilitychange", function () {
+    if (document.visibilityState === "hidden" && stream && !streamEnded) {
+      stream.close();
+      stream = null;
+    } else if (document.visibilityState === "visible" && !stream) {
+      showLogs();
+    }
+  });
 
   async function refresh() {
     const [jobAnswer, eventsAnswer] = await Promise.all([P.api(base), P.api(base + "events/")]);
