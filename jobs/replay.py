@@ -388,7 +388,8 @@ class _Replay:
         """One scheduling cycle (a round when ``rounds``); True when it preempted anything."""
         # The platform runs its periodic rules in the first cycle of each round window; the replay
         # says which cycles are rounds, as the simulator's round events do.
-        window = int(now // getattr(scheduling, "ROUND_S", self.cfg.round_s))
+        # (The platform's clock is epoch seconds: EPOCH is a multiple of round_s and cycle_s.)
+        window = int((EPOCH + now) // getattr(scheduling, "ROUND_S", self.cfg.round_s))
         round_key = getattr(scheduling, "ROUND_KEY", None)
         if round_key is not None:
             if rounds:
@@ -458,9 +459,15 @@ class _Replay:
             if (dirty or new) and next_cycle == math.inf:
                 next_cycle = math.ceil(now / cfg.cycle_s - 1e-9) * cfg.cycle_s if cfg.cycle_s > 0 else now
             if now >= next_cycle:
-                if Job.objects.filter(status=JobStatus.QUEUED.value).exists():
-                    self._cycle(now, rounds=False)
-                    self._sync()
+                # A cycle that preempts frees GPUs at once (zero grace): its preemptors are placed
+                # by a cycle at the same instant, as in the simulator.
+                for _ in range(3):
+                    if not Job.objects.filter(status=JobStatus.QUEUED.value).exists():
+                        break
+                    preempted = self._cycle(now, rounds=False)
+                    freed = self._sync()
+                    if not (preempted and freed):
+                        break
                 dirty = new = False
                 next_cycle = math.inf
             if next_round == math.inf and self._round_useful():
@@ -531,6 +538,14 @@ def run_replay(config: ReplayConfig, *, state_dir: Path | None = None) -> Replay
                 SIM_CLUSTER=str(config.cluster),
                 SIM_TIME_SCALE=1.0,
                 PREEMPTION_GRACE_SECONDS=int(config.grace_s),
+                # A cache of its own: the replay's round marks and leases live on its virtual clock,
+                # and must neither see nor disturb a running platform's.
+                CACHES={
+                    "default": {
+                        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+                        "LOCATION": f"replay-{id(config)}",
+                    }
+                },
             )
         )
         traveller = stack.enter_context(time_machine.travel(EPOCH, tick=False))

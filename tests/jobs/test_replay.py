@@ -100,9 +100,6 @@ def test_a_multi_gpu_job_across_nodes_runs_at_the_simulators_network_rate(tmp_pa
     assert Job.objects.get(pk=outcome.job_ids[1]).replicas == 2
 
 
-@pytest.mark.xfail(
-    reason="plan_cycle does not preempt yet (the policy library is being rewritten)", strict=False
-)
 def test_a_preempted_job_resumes_from_its_checkpoint_and_pays_the_restart_cost(tmp_path: Path) -> None:
     # One GPU, Tiresias (2D-LAS; levels at 1 and 10 GPU-h, rounds every 360 s). A (5,000 s) starts at
     # t=0 and passes 3,600 GPU-s at t=3,600. B (100 s) arrives at 4,000: level 0 beats A's level 1 at
