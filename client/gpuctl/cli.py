@@ -225,7 +225,9 @@ def submitted(client: Client, job: JobDetail, *, fmt: str, quiet: bool, wait: bo
 def login(
     ctx: click.Context, url: str, username: str | None, password_stdin: bool, profile_name: str | None
 ) -> int:
-    """Trade a username and password for an API token and store it (mode 0600)."""
+    """Trade a username and password for an API token and store it (mode 0600).
+
+    The password is asked without echo, or read from stdin (--password-stdin) or GPUCTL_PASSWORD."""
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"{url!r}: give the server's URL, e.g. http://127.0.0.1:8000")
     username = username or click.prompt("Username")

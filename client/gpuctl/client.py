@@ -1,10 +1,11 @@
 """``Client``: the platform's REST API (``/api/v1/``) as typed Python methods.
 
-    from gpuctl import Client
+    from gpuctl import Client, LogChunk
     client = Client("http://127.0.0.1:8000", token="...")   # or Client.from_config()
-    job = client.submit({"image": "pytorch:2.4", "gpus": 2, "replicas": 2, "command": "python train.py"})
-    for chunk in client.follow_logs(job.id):
-        print(chunk.text, end="")
+    job = client.submit({"image": "pytorch:2.4", "gpus": 1, "replicas": 2, "command": "python train.py"})
+    for item in client.follow_logs(job.id):                # LogChunk items, then one LogEnd
+        if isinstance(item, LogChunk):
+            print(item.text, end="")
     job = client.wait(job.id)
     assert job.status == "SUCCEEDED"
 
