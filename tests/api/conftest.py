@@ -155,6 +155,9 @@ def embedded_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded
         API_WRITE_THROTTLE_RATE="1000000/minute",
         API_AUTH_THROTTLE_RATE="1000000/minute",
         LOGIN_FAILURES_PER_ADDRESS="1000000",
+        # A followed log of a job that never ends (no worker runs here) streams until this bound.
+        LOGS_FOLLOW_MAX_SECONDS="2",
+        LOGS_FOLLOW_POLL_SECONDS="0.2",
     )
     try:
         yield site

@@ -308,6 +308,10 @@ LOCAL_JOB_UID_RANGE = env_str("LOCAL_JOB_UID_RANGE", "3000000-3099999")
 LOCAL_TRUSTED_USERS = env_bool("LOCAL_TRUSTED_USERS", False)
 LOCAL_ISOLATION_REQUIRED = False  # production settings: True
 API_TOKEN_TTL_DAYS = env_int("API_TOKEN_TTL_DAYS", 90)
+# Live logs (jobs.log_stream): how often a follower polls, and how long one stream may last before it
+# ends with a `timeout` event and the client reconnects (a bound on a web worker's time per request).
+LOGS_FOLLOW_POLL_SECONDS = env_float("LOGS_FOLLOW_POLL_SECONDS", 1.0)
+LOGS_FOLLOW_MAX_SECONDS = env_float("LOGS_FOLLOW_MAX_SECONDS", 30.0)
 
 LOGGING = {
     "version": 1,
