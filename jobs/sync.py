@@ -49,6 +49,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.db import transaction
@@ -72,6 +73,10 @@ CANCELLED_MESSAGE = "stopped: the job was cancelled"
 # Beyond its grace, how long a preempted job's tasks may still be reported running before the sync
 # deletes them (the backend's kill may have been lost).
 PREEMPT_KILL_SLACK_S = 60.0
+# Jobs per batch between two ``progress`` calls: under a submission burst one pass can take minutes
+# (each transition is a locked read, a write and an event), and a pass that only stamped the
+# heartbeat at its end would look dead to the health check while it is working through a backlog.
+SYNC_BATCH = 50
 
 
 @dataclass
@@ -283,22 +288,44 @@ def _end_tasks_of_ended_jobs() -> None:
         end_open_tasks(job_id=job_id, message=message)
 
 
-def sync_status(*, backend: ClusterBackend | None = None) -> SyncResult:
-    """One pass over the backend's task statuses; see the module docstring."""
+def sync_status(
+    *,
+    backend: ClusterBackend | None = None,
+    progress: Callable[[], None] | None = None,
+    batch_size: int = SYNC_BATCH,
+) -> SyncResult:
+    """One pass over the backend's task statuses; see the module docstring.
+
+    Jobs are walked oldest-changed first (``updated_at``), so a backlog is worked off in the order
+    it built up, and ``progress`` (the sync task stamps its heartbeat there) is called after every
+    ``batch_size`` jobs and once at the end of the walk.
+    """
     backend = backend or get_backend()
     result = SyncResult()
     by_job: dict[str, list[TaskStatus]] = defaultdict(list)
     for st in backend.task_statuses():
         by_job[st.job_id].append(st)
+    seen = 0
+
+    def step() -> None:
+        nonlocal seen
+        seen += 1
+        if progress is not None and seen % max(1, batch_size) == 0:
+            progress()
 
     active = Job.objects.filter(status__in=[JobStatus.STARTING.value, JobStatus.RUNNING.value])
-    for job in active.prefetch_related("tasks"):
+    for job in active.order_by("updated_at", "pk").prefetch_related("tasks"):
         _sync_job(result, job, by_job.get(str(job.pk), []), backend)
+        step()
 
     from jobs.scheduling import grace_seconds
 
-    for job in Job.objects.filter(status=JobStatus.PREEMPTING.value).prefetch_related("tasks"):
+    preempting = Job.objects.filter(status=JobStatus.PREEMPTING.value).order_by("updated_at", "pk")
+    for job in preempting.prefetch_related("tasks"):
         _sync_preempting(result, job, by_job.get(str(job.pk), []), backend, grace_seconds(job))
+        step()
+    if progress is not None:
+        progress()
 
     for job_id in Job.objects.filter(status=JobStatus.STOPPING.value).values_list("pk", flat=True):
         if job_stop(job_id=job_id, backend=backend):

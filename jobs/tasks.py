@@ -59,7 +59,8 @@ def bind_job(self, job_id: int) -> str:  # type: ignore[no-untyped-def]
     max_retries=3,
 )
 def sync_status() -> dict[str, object]:
-    result = sync.sync_status()
+    # Stamped per batch too: a long pass over a backlog is working, not dead.
+    result = sync.sync_status(progress=lambda: heartbeat.beat("sync"))
     heartbeat.beat("sync")
     return {"transitions": result.transitions, "orphans_deleted": result.orphans_deleted}
 
