@@ -158,6 +158,8 @@ def embedded_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded
         # A followed log of a job that never ends (no worker runs here) streams until this bound.
         LOGS_FOLLOW_MAX_SECONDS="2",
         LOGS_FOLLOW_POLL_SECONDS="0.2",
+        # No worker runs here, so the health check's dead-man switch would turn 503 after a minute.
+        HEALTH_MAX_AGE_SECONDS="0",
     )
     try:
         yield site
