@@ -23,12 +23,14 @@ proxies do not drop an idle connection.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.conf import settings
+from django.db import OperationalError
 from rest_framework import serializers
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 
@@ -185,8 +187,12 @@ def follow_events(
     # Tells proxies and browsers at once that the stream is open, and how soon to reconnect.
     yield f"retry: {int(poll * 1000)}\n\n"
     last_sent = clock()
+    status, category = "", ""
     while True:
-        status, category = (status_of or _job_status)(job)
+        # A busy database (SQLite while a writer holds the table) must not end a follow with a 500:
+        # keep the last status read and ask again at the next poll.
+        with contextlib.suppress(OperationalError):
+            status, category = (status_of or _job_status)(job)
         ended = status in FINAL
         try:
             tasks = read_logs(job, task_index)

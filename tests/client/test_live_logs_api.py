@@ -308,3 +308,34 @@ def test_a_blank_since_means_from_the_start(
     blank = api.get(f"/api/v1/jobs/{job_id}/logs/?since=&follow=false")
 
     assert blank.status_code == 200 and blank.json() == full
+
+
+def test_a_busy_database_during_a_follow_does_not_end_the_stream() -> None:
+    """SQLite answers "database table is locked" while a writer holds the table: the stream keeps
+    the last status it read, sends the output, and ends once the job's end can be read."""
+    from django.db import OperationalError
+
+    from jobs import log_stream
+
+    class FakeJob:
+        pk = 0
+
+    answers: list[Any] = [OperationalError("database table is locked"), ("RUNNING", ""), ("SUCCEEDED", "")]
+
+    def status_of(_job: Any) -> tuple[str, str]:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    stream_ = log_stream.follow_events(
+        job=FakeJob(),  # type: ignore[arg-type]
+        task_index=None,
+        since={},
+        read_logs=lambda _job, _index: [{"task": "t", "index": 0, "log": "hello\n"}],
+        sleep=lambda s: None,
+        status_of=status_of,
+    )
+    names = [event[0] for chunk in stream_ for event in parse_events(chunk)]
+
+    assert names.count("log") == 1 and names[-1] == "end"
