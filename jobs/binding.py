@@ -16,8 +16,6 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-from django.conf import settings
-
 from jobs import dispatch
 from jobs.cluster import get_backend
 from jobs.faults import fault_point
@@ -44,8 +42,7 @@ def task_spec(job: Job, task: Task) -> TaskSpec:
     the job's first (a retry, a preemption or a migration) resumes (RESUME=1 in the task's env); the
     grace is the job's own or the platform's PREEMPTION_GRACE_SECONDS; the checkpoint folder is the
     backend's per-job one (``checkpoint_dir`` left empty)."""
-    grace = getattr(job, "preemption_grace_seconds", None)
-    earlier_runs = job.retries + getattr(job, "preemptions", 0) + getattr(job, "migrations", 0)
+    earlier_runs = job.retries + job.preemptions + job.migrations
     return TaskSpec(
         job_id=str(job.pk),
         task_id=task.name,
@@ -61,7 +58,7 @@ def task_spec(job: Job, task: Task) -> TaskSpec:
         user=job.user.username,
         attempt=job.retries,
         resume=earlier_runs > 0,
-        grace_seconds=float(settings.PREEMPTION_GRACE_SECONDS if grace is None else grace),
+        grace_seconds=job.grace_seconds,
     )
 
 

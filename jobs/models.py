@@ -94,6 +94,13 @@ class Job(models.Model):
     def total_gpu_milli(self) -> int:
         return self.gpu_milli_per_replica * self.replicas
 
+    @property
+    def grace_seconds(self) -> float:
+        """SIGTERM-to-SIGKILL grace on preemption: the job's own, else the platform default."""
+        if self.preemption_grace_seconds is not None:
+            return float(self.preemption_grace_seconds)
+        return float(settings.PREEMPTION_GRACE_SECONDS)
+
 
 class TaskPhase(models.TextChoices):
     PENDING = "PENDING"

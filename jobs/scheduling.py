@@ -48,6 +48,7 @@ from django.db import transaction
 from django.db.models import F
 
 from jobs import dispatch, heartbeat, lease
+from jobs.binding import task_placement
 from jobs.cluster import get_backend
 from jobs.faults import fault_point
 from jobs.models import Job, Task, TaskPhase
@@ -165,13 +166,6 @@ def active_policy() -> Any:
     return policy
 
 
-def grace_seconds(job: Job) -> float:
-    """SIGTERM-to-SIGKILL grace of ``job``: its own, else the platform default."""
-    if job.preemption_grace_seconds is not None:
-        return float(job.preemption_grace_seconds)
-    return float(settings.PREEMPTION_GRACE_SECONDS)
-
-
 def _service_history(policy: object) -> Any:
     """Attained service of the latest completed jobs, per class (image name, GPUs), for the Gittins
     index."""
@@ -221,7 +215,7 @@ def _running_jobs(snapshot: ClusterSnapshot, now: float) -> list[RunningJob]:
     borrowed = _borrowed(starts)
     running = []
     for job, started in starts:
-        placements = by_job.get(str(job.pk)) or [_task_placement(job, t) for t in job.tasks.all()]
+        placements = by_job.get(str(job.pk)) or [task_placement(job, t) for t in job.tasks.all()]
         running.append(
             RunningJob(
                 request=job_request(job, attained_gpu_s=attained.get(job.pk, 0.0)),
@@ -231,21 +225,6 @@ def _running_jobs(snapshot: ClusterSnapshot, now: float) -> list[RunningJob]:
             )
         )
     return running
-
-
-def _task_placement(job: Job, task: Task) -> Placement:
-    return Placement(
-        job_id=str(job.pk),
-        task_id=task.name,
-        node=task.node,
-        gpu_indices=tuple(task.gpu_indices),
-        gpu_milli=task.gpu_milli,
-        gpu_memory_mib=task.gpu_memory_mib,
-        cpu_milli=job.cpu_milli,
-        memory_mib=job.memory_mib,
-        reason=task.placement_reason,
-        predicted_slowdown=task.predicted_slowdown,
-    )
 
 
 def _is_round(now: float) -> bool:
@@ -479,7 +458,7 @@ def _preempt(
     by = f" for job {preemptor.pk}" if preemptor is not None else ""
     kind = "migrated" if target is not None else "preempted"
     why = f"{kind} by rule {rule}{by}" + (f": {reason}" if reason else "")
-    grace = grace_seconds(job)
+    grace = job.grace_seconds
     with transaction.atomic():
         if not job_transition(
             job=job, to=JobStatus.PREEMPTING, actor=ACTOR, reason=why[:2000], expected_from=JobStatus.RUNNING

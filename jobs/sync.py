@@ -318,11 +318,9 @@ def sync_status(
         _sync_job(result, job, by_job.get(str(job.pk), []), backend)
         step()
 
-    from jobs.scheduling import grace_seconds
-
     preempting = Job.objects.filter(status=JobStatus.PREEMPTING.value).order_by("updated_at", "pk")
     for job in preempting.prefetch_related("tasks"):
-        _sync_preempting(result, job, by_job.get(str(job.pk), []), backend, grace_seconds(job))
+        _sync_preempting(result, job, by_job.get(str(job.pk), []), backend, job.grace_seconds)
         step()
     if progress is not None:
         progress()
