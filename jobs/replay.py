@@ -62,6 +62,8 @@ from jobs.specs import JobSpec
 from jobs.states import TERMINAL, JobStatus
 from quotas.models import Quota
 from scheduler.backends.simulated import JOB_TYPE_ENV, TOLERANCE_ENV, SimulatedBackend
+from scheduler.policy import get_policy
+from scheduler.policy.packing import shared_request
 from scheduler.sim.cluster import ClusterSpec, load_cluster_spec
 from scheduler.sim.engine import SimConfig, SimResult
 from scheduler.sim.metrics import summarise
@@ -76,7 +78,7 @@ EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp()
 TEAM_SLUG = "replay"
 USERNAME = "replay"
 BIG = 2_000_000_000
-# The simulator's task sizes (scheduler.sim.policies): per whole GPU, and for a shared task.
+# The simulator's task sizes (scheduler.policy.packing): per whole GPU, and for a shared task.
 WHOLE_CPU_MILLI = 4000
 WHOLE_MEMORY_MIB = 32 * 1024
 SHARED_CPU_MILLI = 1000
@@ -198,28 +200,18 @@ def draw_job_types(jobs: list[TraceJob], perf: PerfModel, seed: int) -> list[int
 
 
 def _share_rule(policy: str) -> str:
-    from scheduler.policy import get_policy
-
-    return str(getattr(get_policy(policy), "share", "none"))
+    return get_policy(policy).share
 
 
 def _policy_rules(policy: str) -> dict[str, bool]:
-    """Which periodic rules the policy has (a rule the policy object does not name counts as on:
-    an extra round decides nothing a policy without the rule would change)."""
-    from scheduler.policy import get_policy
-
+    """Which periodic rules the policy has: rounds run only for those."""
     p = get_policy(policy)
-    names = ("preemptive", "defragment", "introspective", "unpack_on_idle")
-    return {n: bool(getattr(p, n, True)) for n in names}
-
-
-def _shared_request(share: str, num_gpus: int, mem_mib: int, gpu_memory_mib: int) -> tuple[int, int] | None:
-    try:
-        from scheduler.policy.packing import shared_request
-    except ImportError:  # before the share rules moved into the policy library
-        from scheduler.sim.policies import shared_request  # type: ignore[no-redef]
-
-    return shared_request(share, num_gpus, mem_mib, gpu_memory_mib)
+    return {
+        "preemptive": p.preemptive,
+        "defragment": p.defragment,
+        "introspective": p.introspective,
+        "unpack_on_idle": p.unpack_on_idle,
+    }
 
 
 def plan_jobs(
@@ -254,7 +246,7 @@ def plan_jobs(
             "slowdown_tolerance": tolerance,
             "preemption_grace_seconds": int(grace_s),
         }
-        shared = _shared_request(share, tj.num_gpus, jt.memory_mib, min_gpu_memory)
+        shared = shared_request(share, tj.num_gpus, jt.memory_mib, min_gpu_memory)
         if shared is not None:
             milli, memory = shared
             job_spec = JobSpec(

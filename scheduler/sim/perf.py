@@ -35,7 +35,7 @@ all-reduce over the best links must cross.
 
 GPU memory footprints (Gavel measures none) are estimates ``base_f + per_sample_f * batch`` in GiB of
 PyTorch fp32 training at the paper's input sizes; they decide who may share a GPU (see
-``scheduler.sim.policies``).
+``scheduler.policy.packing``).
 """
 
 from __future__ import annotations

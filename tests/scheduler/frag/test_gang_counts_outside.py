@@ -14,8 +14,8 @@ from scheduler.frag.fragmentation import TargetWorkload
 from scheduler.framework import CycleState
 from scheduler.model import ClusterSnapshot, Gpu, Node, TaskRequest
 from scheduler.plugins.fgd_lookahead import gang_reserved_sizes
+from scheduler.policy.registry import make_policy
 from scheduler.sim.engine import Simulator
-from scheduler.sim.policies import make_policy
 from scheduler.sim.trace import TraceJob
 from tests.scheduler.sim.sim_helpers import cluster, two_type_perf
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from scheduler.framework import Profile
+from scheduler.policy.registry import Policy
 from scheduler.sim.cluster import ClusterSpec, NodeGroup
 from scheduler.sim.engine import SimConfig, SimResult, Simulator
 from scheduler.sim.perf import JobType, PerfModel
-from scheduler.sim.policies import Policy
 from scheduler.sim.trace import TraceJob
 
 FIRST_FIT = Profile(name="t-first-fit", filters=("resource_fit",), scores={}, gpu_chooser="first_fit_gpus")

@@ -10,8 +10,8 @@ from sim_helpers import FIRST_FIT, cluster, two_type_perf
 
 from scheduler.framework import Profile
 from scheduler.model import GPU_MILLI
+from scheduler.policy.registry import Policy
 from scheduler.sim.engine import SimConfig, SimResult, Simulator
-from scheduler.sim.policies import Policy
 from scheduler.sim.trace import TraceJob
 
 GANDIVA = Profile(

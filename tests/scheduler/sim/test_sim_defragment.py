@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from sim_helpers import cluster, policy, run, two_type_perf
 
-from scheduler.sim.policies import make_policy
+from scheduler.policy.registry import make_policy
 from scheduler.sim.trace import TraceJob
 
 

@@ -13,7 +13,7 @@ from sim_helpers import cluster, run, two_type_perf
 import scheduler.plugins.sim_interference as placement
 from scheduler.framework import Profile
 from scheduler.interference.predict import SetPrediction, SetQuery
-from scheduler.sim.policies import Policy
+from scheduler.policy.registry import Policy
 from scheduler.sim.trace import TraceJob
 
 

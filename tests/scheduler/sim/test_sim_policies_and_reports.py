@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from scheduler.framework import REGISTRY
+from scheduler.policy.packing import shared_request
+from scheduler.policy.registry import POLICY_NAMES, make_policy, ours_profile
 from scheduler.profiles import get_profile
-from scheduler.sim.policies import POLICY_NAMES, make_policy, ours_profile, shared_request
 from scheduler.sim.runner import mean_report, merge_reports
 
 

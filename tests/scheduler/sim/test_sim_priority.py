@@ -11,8 +11,8 @@ import pytest
 from sim_helpers import cluster, policy, run, two_type_perf
 
 from scheduler.policy.queue_sort import QueuePriority, ServiceHistory, gittins_on_grid
+from scheduler.policy.registry import LAS_THRESHOLDS_GPU_S, OURS_LAS_THRESHOLDS_GPU_S, Policy, make_policy
 from scheduler.sim.engine import SimConfig, Simulator
-from scheduler.sim.policies import LAS_THRESHOLDS_GPU_S, OURS_LAS_THRESHOLDS_GPU_S, Policy, make_policy
 from scheduler.sim.trace import TraceJob
 
 

@@ -16,8 +16,8 @@ import scheduler.plugins.sim_interference as placement
 from scheduler.framework import Profile
 from scheduler.interference.predict import SetPrediction, SetQuery
 from scheduler.model import GPU_MILLI
+from scheduler.policy.registry import Policy
 from scheduler.sim.engine import SimConfig, SimResult, Simulator, _Job
-from scheduler.sim.policies import Policy
 from scheduler.sim.trace import TraceJob
 
 
