@@ -35,7 +35,6 @@ simulator's.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
 import time
 from collections import defaultdict
@@ -63,6 +62,7 @@ from scheduler.backends.base import ClusterBackend
 from scheduler.model import ClusterSnapshot, Decision, JobRequest, Placement, TaskRequest
 from scheduler.plugins.sim_interference import InterferenceMemo
 from scheduler.policy import PolicyView, RunningJob, get_policy, plan_cycle
+from scheduler.policy.queue_sort import ServiceHistory
 
 logger = logging.getLogger(__name__)
 
@@ -166,15 +166,10 @@ def active_policy() -> Any:
     return policy
 
 
-def _service_history(policy: object) -> Any:
+def _service_history() -> ServiceHistory:
     """Attained service of the latest completed jobs, per class (image name, GPUs), for the Gittins
     index."""
-    # The history moves from the simulator to the policy library; either home serves.
-    try:
-        module = importlib.import_module("scheduler.policy.queue_sort")
-    except ImportError:
-        module = importlib.import_module("scheduler.sim.priority")
-    history = module.ServiceHistory()
+    history = ServiceHistory()
     done = (
         Job.objects.filter(status=JobStatus.SUCCEEDED.value)
         .order_by("-finished_at", "-id")
@@ -273,14 +268,13 @@ def build_view(backend: ClusterBackend, *, now: float | None = None, rounds: boo
         for j in offered:
             if j.pk not in solo and (found := known(j.env or {})):
                 solo[j.pk] = found
-    policy = active_policy()
     view = PolicyView(
         snapshot=snapshot,
         queue=[job_request(j, solo.get(j.pk), attained_gpu_s=attained.get(j.pk, 0.0)) for j in offered],
         running=_running_jobs(snapshot, now),
         now=now,
         rounds=_is_round(now) if rounds is None else rounds,
-        history=_service_history(policy),
+        history=_service_history(),
         memo=_MEMO,
     )
     return CycleView(view=view, queued={str(j.pk): j for j in queued}, held=dict(held))
