@@ -338,6 +338,9 @@ def test_on_the_local_backend_a_killed_supervisor_is_retried_and_the_rerun_succe
     command = _second_run_succeeds(tmp_path / "marker")
     job = started(local, submit(researcher, image, command=command, gpus=1, cpu_milli=100, max_retries=1))
     job = _sync_until(local, job, JobStatus.RUNNING)
+    # The supervisor writes its start file before Python has run a line of the command; killing it
+    # earlier would end the first run before it left the marker, and the rerun would wait forever.
+    _wait((tmp_path / "marker").exists, "the first run to leave its marker")
     pgid = _kill_the_runner(local, job)
 
     job = _sync_until(local, job, JobStatus.QUEUED, JobStatus.FAILED)
