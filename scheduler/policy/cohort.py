@@ -1,0 +1,283 @@
+"""Team quotas in one cohort (the whole cluster): admission limits, borrowing and reclaim.
+
+Kueue's model, on the platform's units (milli-GPU, 1000 = one GPU):
+
+- **Limits** (``admission_problem``): a job is admitted only while its team stays within its
+  maximum (``max_milli``), its user within the per-user cap, the team within its maximum number of
+  concurrent jobs, and while the team's monthly GPU-hour budget is not used up. A job over a limit
+  *waits* with the reason ("waiting for quota: team X uses 8 of 8 GPUs", "budget of N GPU-h used");
+  it is never refused for it (only a request that can never run is refused, at submit).
+- **Guarantee and borrowing**: a team may hold up to its guarantee whatever others do (*nominal*
+  work), and beyond it up to its maximum when GPUs are idle (*borrowed* work). What borrowers may take
+  in all is the capacity nobody is guaranteed plus the other teams' unused guarantee, minus what those
+  teams' own waiting jobs ask for, each team's part capped by its lending limit
+  (``lending_limit_milli``; None: all of it).
+- **Order** (``gate``): nominal jobs first, in the policy's order; then borrowers, one at a time, the
+  job of the team with the lowest effective share (``scheduler.policy.fair_share``: held GPUs over
+  guarantee weight times the decayed-usage factor), so idle GPUs split by weight and history.
+- **Reclaim** (``reclaim``): a nominal job that the idle GPUs cannot hold may evict borrowed work of
+  other teams (a team's work counts as borrowed while the team holds more than its guarantee):
+  lowest priority first, then least attained service (least work lost), then most recently started.
+  Victims are chosen for a job only if they free enough for it (else none are).
+
+Pure: dataclasses in, dataclasses out; the platform fills ``TeamQuota`` from its quota rows, the
+policy (``plan_cycle``) calls ``gate`` and ``reclaim``. Every amount is the job's request as asked
+(``request_milli``), what the platform's quota ledger reserves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from scheduler.model import JobRequest
+from scheduler.policy.fair_share import effective_share, weights
+
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class TeamQuota:
+    """One team's limits and what it holds now (admitted jobs), as the policy sees them."""
+
+    team: str
+    name: str = ""
+    guaranteed_milli: int = 0
+    max_milli: int = 10**9
+    used_milli: int = 0
+    max_jobs: int = 10**9
+    used_jobs: int = 0
+    per_user_milli: int = 10**9
+    # User name -> milli-GPU their admitted jobs in this team hold.
+    user_used_milli: Mapping[str, int] = field(default_factory=dict)
+    budget_gpu_h: float = math.inf
+    budget_used_gpu_h: float = 0.0
+    lending_limit_milli: int | None = None
+    # Slurm's fair-share factor from decayed usage (1 = no recent use).
+    fair_share: float = 1.0
+    # Milli-GPU of this team's jobs waiting outside the policy's queue for GPUs already being freed
+    # for them (preemptors during their victims' grace): not lendable.
+    held_for_milli: int = 0
+
+    @property
+    def label(self) -> str:
+        return self.name or self.team
+
+    @property
+    def borrowed_milli(self) -> int:
+        return max(0, self.used_milli - self.guaranteed_milli)
+
+
+def request_milli(request: JobRequest) -> int:
+    """Milli-GPU a job asks for: whole GPUs x 1000 plus the shares, over all its tasks."""
+    return sum(t.gpus * 1000 if t.gpus else t.gpu_milli for t in request.tasks)
+
+
+def _gpus(milli: float) -> str:
+    return f"{milli / 1000:g}"
+
+
+def admission_problem(quota: TeamQuota, user: str, milli: int) -> str | None:
+    """Why a job of ``milli`` by ``user`` must wait under ``quota`` (limits only), or None."""
+    if quota.used_jobs + 1 > quota.max_jobs:
+        return f"waiting for quota: team {quota.label} runs {quota.used_jobs} of {quota.max_jobs} concurrent jobs"
+    if milli and quota.used_milli + milli > quota.max_milli:
+        return (
+            f"waiting for quota: team {quota.label} uses {_gpus(quota.used_milli)} of "
+            f"{_gpus(quota.max_milli)} GPUs"
+        )
+    held = quota.user_used_milli.get(user, 0)
+    if milli and held + milli > quota.per_user_milli:
+        return (
+            f"waiting for quota: {user} uses {_gpus(held)} of {_gpus(quota.per_user_milli)} GPUs "
+            f"(per-user cap of team {quota.label})"
+        )
+    if milli and quota.budget_used_gpu_h >= quota.budget_gpu_h - EPS:
+        return f"waiting for budget: budget of {quota.budget_gpu_h:g} GPU-h used (team {quota.label}, this month)"
+    return None
+
+
+@dataclass
+class _Tally:
+    """Running totals of one gate: what each team and user holds as jobs are let through."""
+
+    quotas: dict[str, TeamQuota]
+    capacity_milli: int
+    used: dict[str, int] = field(default_factory=dict)
+    jobs: dict[str, int] = field(default_factory=dict)
+    users: dict[tuple[str, str], int] = field(default_factory=dict)
+    demand: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for t, q in self.quotas.items():
+            self.used[t] = q.used_milli
+            self.jobs[t] = q.used_jobs
+            for user, held in q.user_used_milli.items():
+                self.users[(t, user)] = held
+
+    def current(self, team: str) -> TeamQuota:
+        held = {u: m for (t, u), m in self.users.items() if t == team}
+        return replace(
+            self.quotas[team], used_milli=self.used[team], used_jobs=self.jobs[team], user_used_milli=held
+        )
+
+    def admit(self, team: str, user: str, milli: int) -> None:
+        self.used[team] += milli
+        self.jobs[team] += 1
+        self.users[(team, user)] = self.users.get((team, user), 0) + milli
+
+    def borrow_room(self, team: str) -> int:
+        """Milli-GPU beyond guarantees that ``team`` may still borrow now."""
+        guaranteed = sum(q.guaranteed_milli for q in self.quotas.values())
+        room = max(0, self.capacity_milli - guaranteed)
+        for t, q in self.quotas.items():
+            if t == team:
+                continue
+            unused = max(0, q.guaranteed_milli - self.used[t] - self.demand.get(t, 0) - q.held_for_milli)
+            room += unused if q.lending_limit_milli is None else min(unused, q.lending_limit_milli)
+        borrowed = sum(max(0, self.used[t] - q.guaranteed_milli) for t, q in self.quotas.items())
+        return room - borrowed
+
+
+@dataclass
+class Gate:
+    """What ``gate`` let through: the jobs in the order to place them, the borrowing ones among them,
+    and why each other job waits."""
+
+    admitted: list[JobRequest]
+    borrowing: set[str]
+    waiting: dict[str, str]
+
+
+def gate(
+    queue: Sequence[JobRequest],
+    quotas: Mapping[str, TeamQuota],
+    *,
+    capacity_milli: int,
+    sizes: Mapping[str, int] | None = None,
+) -> Gate:
+    """Apply the cohort's limits to ``queue`` (in the policy's order); see the module docstring.
+
+    ``sizes``: milli-GPU per job id as asked (default: ``request_milli`` of the request; pass the
+    originals when the policy reshaped a request, e.g. offered a whole GPU as a share). Jobs of a team
+    absent from ``quotas`` pass unchecked (no quota known)."""
+    tally = _Tally(dict(quotas), capacity_milli)
+    size = {r.job_id: (sizes or {}).get(r.job_id, request_milli(r)) for r in queue}
+    admitted: list[JobRequest] = []
+    waiting: dict[str, str] = {}
+    candidates: list[tuple[int, JobRequest]] = []
+    for index, r in enumerate(queue):
+        if r.team not in quotas:
+            admitted.append(r)
+            continue
+        problem = admission_problem(tally.current(r.team), r.user, size[r.job_id])
+        if problem is not None:
+            waiting[r.job_id] = problem
+        elif tally.used[r.team] + size[r.job_id] <= quotas[r.team].guaranteed_milli:
+            tally.admit(r.team, r.user, size[r.job_id])
+            admitted.append(r)
+        else:
+            candidates.append((index, r))
+    # What lenders' own waiting jobs ask for is not theirs to lend.
+    for _, r in candidates:
+        q = quotas[r.team]
+        if tally.used[r.team] < q.guaranteed_milli:
+            tally.demand[r.team] = tally.demand.get(r.team, 0) + size[r.job_id]
+    share_weight = weights({t: float(q.guaranteed_milli) for t, q in quotas.items()})
+    borrowing: set[str] = set()
+    while candidates:
+
+        def key(item: tuple[int, JobRequest]) -> tuple[float, int]:
+            index, r = item
+            q = quotas[r.team]
+            return (
+                effective_share(tally.used[r.team] + size[r.job_id], share_weight[r.team], q.fair_share),
+                index,
+            )
+
+        best = min(candidates, key=key)
+        candidates.remove(best)
+        _, r = best
+        q = tally.current(r.team)
+        milli = size[r.job_id]
+        problem = admission_problem(q, r.user, milli)
+        if problem is None:
+            beyond = max(0, q.used_milli + milli - q.guaranteed_milli) - q.borrowed_milli
+            if beyond > tally.borrow_room(r.team):
+                problem = (
+                    f"waiting for quota: team {q.label} uses {_gpus(q.used_milli)} GPUs (guarantee "
+                    f"{_gpus(q.guaranteed_milli)}); no idle GPUs may be lent to it now"
+                )
+        if problem is not None:
+            waiting[r.job_id] = problem
+            continue
+        tally.admit(r.team, r.user, milli)
+        admitted.append(r)
+        if tally.used[r.team] > q.guaranteed_milli:
+            borrowing.add(r.job_id)
+    return Gate(admitted=admitted, borrowing=borrowing, waiting=waiting)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A running job that reclaim may evict."""
+
+    job_id: str
+    team: str
+    milli: int
+    priority: int
+    attained_gpu_s: float
+    started_at: float
+    borrowed: bool = True
+
+
+def reclaim_order(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Victims in the order reclaim takes them: lowest priority, least attained, newest first."""
+    return sorted(candidates, key=lambda c: (c.priority, c.attained_gpu_s, -c.started_at, c.job_id))
+
+
+def reclaim(
+    waiting: Sequence[tuple[JobRequest, float]],
+    candidates: Sequence[Candidate],
+    quotas: Mapping[str, TeamQuota],
+    *,
+    idle: float,
+    frees: Callable[[str, set[str]], float],
+) -> list[tuple[str, str]]:
+    """(victim id, preemptor id) pairs: borrowed work evicted for nominal jobs that idle GPUs cannot
+    hold. ``waiting``: (nominal job, idle GPUs it needs) in placement order; ``frees(victim, chosen)``:
+    idle GPUs gained by also evicting ``victim`` (``chosen`` includes it). A team's job is a victim only
+    while that team holds more than its guarantee, and never for its own team's job."""
+    borrowed = {t: q.borrowed_milli for t, q in quotas.items()}
+    order = reclaim_order([c for c in candidates if c.borrowed and c.team in quotas])
+    chosen: list[tuple[str, str]] = []
+    chosen_set: set[str] = set()
+    free = idle
+    for job, need in waiting:
+        if free >= need - EPS:
+            free -= need
+            continue
+        trial: list[Candidate] = []
+        trial_free = free
+        trial_set = set(chosen_set)
+        trial_borrowed = dict(borrowed)
+        for c in order:
+            if trial_free >= need - EPS:
+                break
+            if c.job_id in trial_set or c.team == job.team or trial_borrowed.get(c.team, 0) <= 0:
+                continue
+            trial.append(c)
+            trial_set.add(c.job_id)
+            trial_borrowed[c.team] -= c.milli
+            trial_free += frees(c.job_id, trial_set)
+        if trial_free < need - EPS:
+            continue  # evicting all it may would not make room: evict nothing for it
+        chosen += [(c.job_id, job.job_id) for c in trial]
+        chosen_set, borrowed = trial_set, trial_borrowed
+        free = trial_free - need
+    return chosen
+
+
+def reclaim_reason(lender: TeamQuota) -> str:
+    return f"reclaimed by team {lender.label} (under its guarantee)"
