@@ -9,18 +9,27 @@ import json
 from pathlib import Path
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.models import Role
-from accounts.selectors import role_of, teams_for_user
-from frontend import selectors
+from accounts.selectors import role_of, teams_for_user, tokens_for_user
+from accounts.services import token_create, token_revoke
+from frontend import bulk_cancel, selectors
+from frontend import job_usage as job_usage_selectors
+from frontend import nodes as nodes_selectors
+from frontend import team_usage as team_usage_selectors
+from frontend.token_forms import TokenCreateForm
 from frontend.yaml_spec import YamlSpecError, dump_spec, parse_spec
-from jobs.selectors import job_for_user
+from jobs.selectors import job_for_user, job_logs, jobs_for_user
 from jobs.states import JobStatus
+from scheduler.backends.base import BackendError
 
 
 def _error(status: int, message: str, code: str, fields: dict[str, list[str]] | None = None) -> JsonResponse:
@@ -162,18 +171,180 @@ def yaml_dump(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"yaml": dump_spec(body["spec"])})
 
 
-def _plotly_js() -> Path:
-    import plotly
+# uPlot (MIT, ~45 KB minified) as shipped inside the ``metaflow-card-uplot`` wheel, which carries the
+# library's own files and nothing else that the portal imports (its Python module needs Metaflow, so
+# the files are found through the distribution's file list, never imported).
+UPLOT_DIST = "metaflow-card-uplot"
+UPLOT_FILES = {"uplot.min.js": "uPlot.iife.min.js", "uplot.min.css": "uPlot.min.css"}
+UPLOT_TYPES = {"uplot.min.js": "text/javascript; charset=utf-8", "uplot.min.css": "text/css; charset=utf-8"}
 
-    return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+def uplot_file(name: str) -> Path | None:
+    """The installed path of one of uPlot's files (``UPLOT_FILES``), or None when it is missing."""
+    from importlib import metadata
+
+    wanted = UPLOT_FILES.get(name)
+    if wanted is None:
+        return None
+    try:
+        distribution = metadata.distribution(UPLOT_DIST)
+    except metadata.PackageNotFoundError:
+        return None
+    for entry in distribution.files or []:
+        if entry.name == wanted:
+            return Path(str(distribution.locate_file(entry)))
+    return None
 
 
 @cache_control(max_age=86400, public=True)
 @require_GET
-def vendor_plotly(request: HttpRequest) -> FileResponse:
-    """plotly.js as shipped inside the ``plotly`` PyPI package: no third-party code in the repo and no
-    Node.js build. Public: it is the library's own file."""
-    path = _plotly_js()
-    if not path.exists():
-        raise Http404("plotly.min.js is not installed.")
-    return FileResponse(path.open("rb"), content_type="text/javascript; charset=utf-8")
+def vendor_uplot(request: HttpRequest, name: str) -> FileResponse:
+    """uPlot's script or style sheet from its PyPI package: no third-party code in the repository and
+    no Node.js build. Public: it is the library's own file."""
+    path = uplot_file(name)
+    if path is None or not path.exists():
+        raise Http404("uPlot is not installed.")
+    return FileResponse(path.open("rb"), content_type=UPLOT_TYPES[name])
+
+
+# --- Pages of the team lead and the operator: usage, nodes, API tokens; jobs-list and log helpers. ---
+
+
+@login_required
+@require_GET
+def team_usage(request: HttpRequest, team_id: int) -> HttpResponse:
+    """``/teams/<id>/usage/?month=YYYY-MM``: the team lead's view, from the usage ledger."""
+    try:
+        page = team_usage_selectors.team_usage_page(
+            user=request.user, team_id=team_id, month=request.GET.get("month") or None
+        )
+    except team_usage_selectors.BadMonth as exc:
+        context: dict[str, Any] = {"nav": "team", "page": None, "error": str(exc)}
+        return render(request, "frontend/team_usage.html", context, status=400)
+    if page is None:
+        raise Http404("No team with this id.")
+    chart = {
+        "users": [name for name, _ in page.by_user],
+        "user_hours": [hours for _, hours in page.by_user],
+        "days": [day.isoformat() for day, _ in page.by_day],
+        "day_hours": [hours for _, hours in page.by_day],
+    }
+    context = {"nav": "team", "page": page, "chart": chart, "teams": teams_for_user(request.user)}
+    return render(request, "frontend/team_usage.html", context)
+
+
+@login_required
+@require_GET
+def node_list(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "frontend/nodes.html",
+        {"nav": "nodes", "page": nodes_selectors.nodes_page(user=request.user)},
+    )
+
+
+def _tokens_page(request: HttpRequest, form: TokenCreateForm, **extra: Any) -> HttpResponse:
+    context = {
+        "nav": "tokens",
+        "form": form,
+        "tokens": tokens_for_user(user=request.user),
+        "now": timezone.now(),
+        **extra,
+    }
+    return render(request, "frontend/tokens.html", context, status=400 if form.errors else 200)
+
+
+@login_required
+def token_list(request: HttpRequest) -> HttpResponse:
+    """``/tokens/``: the user's API tokens; a POST creates one and shows its value this once."""
+    if request.method == "POST":
+        form = TokenCreateForm(request.POST)
+        if form.is_valid():
+            try:
+                token, raw = token_create(
+                    user=request.user,
+                    name=form.cleaned_data["name"],
+                    ttl_days=form.cleaned_data["expires_in_days"],
+                )
+            except ValidationError as exc:
+                form.add_error(None, exc)
+            else:
+                return _tokens_page(request, TokenCreateForm(), created=token, raw_token=raw)
+        return _tokens_page(request, form)
+    if request.method != "GET":
+        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+    return _tokens_page(request, TokenCreateForm())
+
+
+@login_required
+@require_POST
+def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
+    token = tokens_for_user(user=request.user).filter(pk=token_id).first()
+    if token is None:
+        raise Http404("No token with this id.")
+    if token_revoke(token=token, actor=request.user):
+        messages.success(request, f"Token “{token.name}” ({token.prefix}…) is revoked.")
+    return redirect("frontend:tokens")
+
+
+@login_required
+@require_GET
+def job_logs_download(request: HttpRequest, job_id: int) -> HttpResponse:
+    """``/jobs/<id>/logs.txt``: the job's output as a plain-text attachment (access as its page)."""
+    job = job_for_user(user=request.user, job_id=job_id)  # Http404 for other teams' jobs
+    try:
+        tasks = job_logs(job=job)
+    except BackendError as exc:
+        return HttpResponse(
+            f"The logs cannot be read right now: {exc}\n", status=503, content_type="text/plain"
+        )
+    text = "".join(
+        (f"== {t['task']} ({t['phase']}) ==\n" if len(tasks) > 1 else "") + (t["log"] or "") for t in tasks
+    )
+    response = HttpResponse(text, content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="job-{job.pk}-logs.txt"'
+    return response
+
+
+MAX_LISTED = 100
+
+
+def _ids(values: Any) -> list[int] | None:
+    """A list of 1..MAX_LISTED positive job ids, or None."""
+    if not isinstance(values, list) or not 0 < len(values) <= MAX_LISTED:
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < 2**63 for v in values):
+        return None
+    return values
+
+
+@json_login_required
+@require_GET
+def jobs_usage(request: HttpRequest) -> JsonResponse:
+    """``GET /portal/jobs/usage?ids=1,2,3`` -> ``{"jobs": {"1": {"runtime_seconds", "gpu_hours"}}}``
+    for the jobs of the caller's teams among ``ids`` (others are left out, as the API's 404)."""
+    raw = request.GET.get("ids", "")
+    try:
+        ids = _ids([int(part) for part in raw.split(",")])
+    except ValueError:
+        ids = None
+    if ids is None:
+        return _error(
+            400, "ids: up to 100 job ids, comma-separated.", "invalid", {"ids": ["Give job ids like 1,2,3."]}
+        )
+    jobs = list(jobs_for_user(user=request.user).filter(pk__in=ids))
+    usage = job_usage_selectors.jobs_usage(jobs=jobs)
+    return JsonResponse({"jobs": {str(pk): vars(u) for pk, u in usage.items()}})
+
+
+@json_login_required
+@require_POST
+def jobs_bulk_cancel(request: HttpRequest) -> JsonResponse:
+    """``POST /portal/jobs/cancel`` ``{"ids": [..]}`` -> ``{"cancelled": [..], "refused": [..]}``."""
+    body = _json_body(request)
+    ids = _ids(body.get("ids")) if body is not None else None
+    if ids is None:
+        return _error(
+            400, 'Send {"ids": [job ids]} with 1 to 100 ids.', "invalid", {"ids": ["A list of job ids."]}
+        )
+    return JsonResponse(vars(bulk_cancel.jobs_cancel(user=request.user, job_ids=ids)))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from html.parser import HTMLParser
 
 import pytest
@@ -115,101 +114,18 @@ def test_swagger_uis_start_up_script_and_bundle_are_served_here(client) -> None:
     assert finders.find("drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")
 
 
-# ------------------------------------------------------------------ plotly's styles as a file
+# ------------------------------------------------------------------ the chart library under the policy
 #
-# plotly.js injects its base styles as an inline <style> element, which the policy blocks. It skips
-# that when the page already has an element with id "plotly.js-style-global" and class
-# "no-inline-styles" (plotly's documented switch for strict CSP); the dashboard and team pages link
-# frontend/static/frontend/plotly.css so, and that file holds the same rules, extracted from the
-# installed bundle: `python tests/api/test_security_headers.py > frontend/static/frontend/plotly.css`
-# after upgrading plotly (the test below says when).
-
-PLOTLY_CSS = "frontend/static/frontend/plotly.css"
-
-
-_JS_TOKEN = re.compile(r""""((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|([A-Za-z_$][\w$]*)(?=:)""")
-
-
-def _js_strings(text: str) -> list[str]:
-    """Keys and values, in order, of a JS object literal whose values are strings (a key may be a
-    bare identifier, as the minifier leaves ``Y``)."""
-    out = []
-    for match in _JS_TOKEN.finditer(text):
-        raw = next(group for group in match.groups() if group is not None)
-        out.append(re.sub(r"\\(.)", r"\1", raw))
-    return out
-
-
-def plotly_css() -> str:
-    import plotly
-
-    from frontend.views import _plotly_js
-
-    bundle = _plotly_js().read_text()
-    start = bundle.index('{"X,X div"')
-    depth, end, quote = 0, start, None
-    while True:  # the object literal's closing brace, skipping string contents
-        char = bundle[end]
-        if quote:
-            if char == "\\":
-                end += 1
-            elif char == quote:
-                quote = None
-        elif char in "\"'":
-            quote = char
-        elif char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                break
-        end += 1
-    strings = _js_strings(bundle[start + 1 : end])
-    lines = [
-        f"/* plotly.js base styles from the plotly {plotly.__version__} package (see the test that checks it) */"
-    ]
-    for selector, body in zip(strings[::2], strings[1::2], strict=True):
-        # plotly's own expansion of its selector shorthand (X: a plot, Y: the notifier).
-        full = selector.replace(",", " ,", 1) if selector.startswith(",") else selector
-        full = full.replace("X", ".js-plotly-plot .plotly").replace("Y", ".plotly-notifier")
-        lines.append(f"{full}{{{body}}}")
-    return "\n".join(lines) + "\n"
-
-
-def test_the_plotly_stylesheet_matches_the_installed_bundle() -> None:
-    from pathlib import Path
-
-    shipped = (Path(__file__).resolve().parents[2] / PLOTLY_CSS).read_text()
-
-    assert shipped == plotly_css(), f"regenerate {PLOTLY_CSS}: python tests/api/test_security_headers.py"
+# The portal's charts (uPlot) style their elements through the CSSOM, which the policy allows, and
+# take their rules from the package's own style sheet, served from this origin like the script.
 
 
 @pytest.mark.parametrize("path", ["/", "/teams/{team}/"])
-def test_pages_with_charts_turn_off_plotlys_inline_styles(path, client, member, team) -> None:
+def test_pages_with_charts_load_the_chart_library_from_this_origin(path, client, member, team) -> None:
     client.force_login(member)
 
     html = client.get(path.format(team=team.pk), follow=True).content.decode()
 
-    assert 'id="plotly.js-style-global"' in html
-    assert "no-inline-styles" in html
-    assert "frontend/plotly.css" in html
-    # The id whose presence makes the bundle skip injecting its map library's CSS.
-    from frontend.views import _plotly_js
-
-    skip_id = re.search(r'getElementById\("([0-9a-f]{64})"\)\)\{var e=document.createElement\("style"\)',
-                        _plotly_js().read_text()).group(1)  # fmt: skip
-    assert f'id="{skip_id}"' in html
-
-
-if __name__ == "__main__":
-    import os
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    sys.path[:0] = [str(root / "platform"), str(root)]
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
-    import django
-
-    django.setup()
-    sys.stdout.write(plotly_css())
+    assert '<script src="/vendor/uplot.min.js" defer></script>' in html
+    assert '<link rel="stylesheet" href="/vendor/uplot.min.css">' in html
+    assert "<style" not in html

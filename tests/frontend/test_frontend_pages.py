@@ -1,5 +1,5 @@
 """The portal's server side, without a browser: access to pages, the small JSON endpoints it adds
-(summary counts, YAML conversion, plotly.js), and the GPU-hours-per-day arithmetic of the team page."""
+(summary counts, YAML conversion, the chart library's files), and the GPU-hours-per-day arithmetic of the team page."""
 
 from __future__ import annotations
 
@@ -203,12 +203,20 @@ def test_parse_spec_refuses_python_objects() -> None:
 
 
 @pytest.mark.django_db
-def test_plotly_is_served_from_the_python_package(member: Any) -> None:
-    response = Client().get("/vendor/plotly.min.js")
+@pytest.mark.parametrize(
+    ("name", "kind", "marker"),
+    [("uplot.min.js", "text/javascript", b"uPlot"), ("uplot.min.css", "text/css", b".uplot")],
+)
+def test_the_chart_library_is_served_from_its_python_package(name: str, kind: str, marker: bytes) -> None:
+    response = Client().get(f"/vendor/{name}")
     assert response.status_code == 200
-    assert response["Content-Type"].startswith("text/javascript")
-    head = b"".join(response.streaming_content)[:2000]
-    assert b"plotly" in head.lower()
+    assert response["Content-Type"].startswith(kind)
+    assert marker in b"".join(response.streaming_content)[:4000]
+
+
+@pytest.mark.django_db
+def test_an_unknown_vendor_file_is_a_404() -> None:
+    assert Client().get("/vendor/plotly.min.js").status_code == 404
 
 
 UTC = dt.UTC

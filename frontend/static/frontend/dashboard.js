@@ -262,27 +262,21 @@
     try { return JSON.parse(sessionStorage.getItem(HISTORY_KEY) || "[]"); } catch (err) { return []; }
   }
 
+  let chart = null;
+
   function renderChart(history) {
     const target = document.getElementById("history-chart");
-    if (!window.Plotly || !target) return;
-    const x = history.map(function (h) { return new Date(h.t); });
-    const trace = function (name, key, color) {
-      return { x: x, y: history.map(function (h) { return h[key]; }), name: name, mode: "lines+markers",
-        marker: { size: 4 }, line: { color: color, width: 2, shape: "hv" } };
+    if (!window.Charts || !target || !history.length) return;
+    const spec = {
+      x: history.map(function (h) { return h.t / 1000; }), yLabel: "GPUs / jobs", height: 260,
+      series: [
+        { label: "GPUs allocated", values: history.map(function (h) { return h.allocated; }), color: "#1f5fbf" },
+        { label: "Jobs running", values: history.map(function (h) { return h.running; }), color: "#15803d" },
+        { label: "Jobs waiting", values: history.map(function (h) { return h.waiting; }), color: "#c2410c" },
+      ],
     };
-    window.Plotly.react(target, [
-      trace("GPUs allocated", "allocated", "#1f5fbf"),
-      trace("Jobs running", "running", "#15803d"),
-      trace("Jobs waiting", "waiting", "#c2410c"),
-    ], {
-      margin: { l: 40, r: 10, t: 10, b: 40 }, height: 280,
-      legend: { orientation: "h", y: -0.25 }, yaxis: { rangemode: "tozero" },
-      // At least a minute wide, so a few samples do not make sub-second ticks.
-      xaxis: { type: "date", tickformat: "%H:%M:%S", range: history.length ? [
-        new Date(Math.min(history[0].t, history[history.length - 1].t - 60000)),
-        new Date(history[history.length - 1].t + 1000)] : undefined },
-      paper_bgcolor: "#ffffff", plot_bgcolor: "#ffffff", font: { family: "system-ui, sans-serif", color: "#1b2430" },
-    }, { displayModeBar: false, responsive: true });
+    if (chart) chart.update(spec);
+    else chart = window.Charts.line(target, spec);
   }
 
   async function refresh() {
