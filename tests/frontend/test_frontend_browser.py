@@ -291,7 +291,7 @@ def test_a_researcher_submits_a_fractional_job_and_follows_it_to_success(
     page.wait_for_function(
         "() => JSON.parse(sessionStorage.getItem('portal-dashboard-history') || '[]').length >= 2"
     )
-    sync_api.expect(page.locator("#history-chart .main-svg").first).to_be_attached()
+    sync_api.expect(page.locator("#history-chart canvas")).to_have_count(1)
     shot(page, "dashboard.png")
 
     # --- A user of another team sees neither job. ---
@@ -370,7 +370,7 @@ def test_a_researcher_submits_a_fractional_job_and_follows_it_to_success(
     sync_api.expect(page.locator("h1")).to_have_text("Vision")
     for username in ("olivia", "max", "vera"):
         sync_api.expect(page.locator("#members-table")).to_contain_text(username)
-    sync_api.expect(page.locator("#hours-chart .main-svg").first).to_be_attached()
+    sync_api.expect(page.locator("#hours-chart canvas")).to_have_count(1)
     shot(page, "team.png")
     page.goto(f"{base}/images/")
     sync_api.expect(page.locator("#image-list")).to_contain_text("pytorch:2.4")
