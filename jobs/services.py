@@ -16,7 +16,7 @@ from jobs.selectors import resolve_image
 from jobs.specs import JobSpec, gpu_milli_per_replica, validate_job_spec
 from jobs.states import HOLDS_QUOTA, RUNS, JobStatus, is_legal
 from quotas.selectors import run_gpu_hours
-from quotas.services import quota_release, quota_reserve, usage_record_run
+from quotas.services import quota_release, usage_record_run
 
 logger = logging.getLogger(__name__)
 audit = logging.getLogger("audit")
@@ -66,7 +66,69 @@ def job_transition(
         return False
     if not is_legal(source, to):
         raise IllegalTransition(locked.pk, source.value, to.value)
+    fields = _apply_transition(locked, source, to, reason, failure_category, timezone.now())
+    locked.save(update_fields=fields)
+    JobEvent.objects.create(
+        job=locked, from_status=source.value, to_status=to.value, actor=actor, reason=reason
+    )
+    if source in HOLDS_QUOTA and to not in HOLDS_QUOTA:
+        quota_release(job_id=locked.pk, gpu_hours=_gpu_hours_used(locked))
+    job.refresh_from_db()
+    return True
+
+
+@transaction.atomic
+def job_transition_many(
+    *, reasons: dict[int, str], to: JobStatus, expected_from: JobStatus, actor: str
+) -> list[int]:
+    """The same edge ``expected_from -> to`` for many jobs in one transaction; returns the ids moved.
+
+    Each job is moved exactly as :func:`job_transition` would move it (same fields, run ledger, quota
+    release, one JobEvent with its own reason from ``reasons``), but the rows are locked by one query
+    and written by one bulk update, and the events by one bulk insert: the status sync moves dozens
+    of jobs per pass under a burst, and a locked read-modify-write each made it fall behind. Jobs no
+    longer in ``expected_from`` are skipped (compare-and-set), so a racing cancel or sync wins.
+    """
+    if not reasons:
+        return []
+    if not is_legal(expected_from, to):
+        raise IllegalTransition(next(iter(reasons)), expected_from.value, to.value)
+    # Locks in primary-key order, as every other multi-row lock: two passes cannot deadlock.
+    locked = list(
+        Job.objects.select_for_update()
+        .filter(pk__in=list(reasons), status=expected_from.value)
+        .order_by("pk")
+    )
+    if not locked:
+        return []
     now = timezone.now()
+    fields: set[str] = set()
+    for job in locked:
+        fields.update(_apply_transition(job, expected_from, to, reasons[job.pk], "", now))
+    Job.objects.bulk_update(locked, sorted(fields))
+    JobEvent.objects.bulk_create(
+        [
+            JobEvent(
+                job=job,
+                created_at=now,
+                from_status=expected_from.value,
+                to_status=to.value,
+                actor=actor,
+                reason=reasons[job.pk],
+            )
+            for job in locked
+        ]
+    )
+    if expected_from in HOLDS_QUOTA and to not in HOLDS_QUOTA:
+        for job in locked:
+            quota_release(job_id=job.pk, gpu_hours=_gpu_hours_used(job))
+    return [job.pk for job in locked]
+
+
+def _apply_transition(
+    locked: Job, source: JobStatus, to: JobStatus, reason: str, failure_category: str, now: Any
+) -> list[str]:
+    """Set the fields of one transition on the locked ``job`` (not saved); returns their names."""
     locked.status = to.value
     locked.updated_at = now
     fields = ["status", "updated_at"]
@@ -93,14 +155,7 @@ def job_transition(
     if to.is_terminal:
         locked.finished_at = now
         fields.append("finished_at")
-    locked.save(update_fields=fields)
-    JobEvent.objects.create(
-        job=locked, from_status=source.value, to_status=to.value, actor=actor, reason=reason
-    )
-    if source in HOLDS_QUOTA and to not in HOLDS_QUOTA:
-        quota_release(job_id=locked.pk, gpu_hours=_gpu_hours_used(locked))
-    job.refresh_from_db()
-    return True
+    return fields
 
 
 def _account_runs(job: Job, source: JobStatus, to: JobStatus, now: Any) -> list[str]:
@@ -192,21 +247,25 @@ def _resolve_team(*, user: Any, team: Team | int | str | None) -> Team:
     return found
 
 
-def _driver_problem(image: JobImage, spec: JobSpec) -> str | None:
-    """Why no GPU node can run ``image`` (its minimum driver), or None.
+def _cluster_nodes() -> list[Any] | None:
+    """The backend's nodes, or None when it cannot be asked (module missing, backend unreachable):
+    the checks that need them are then skipped and the scheduler's filters decide later."""
+    try:
+        from jobs.cluster import get_backend
 
-    Uses images.compat and the backend's node drivers. Best effort: if either is unavailable (module not
-    installed, backend unreachable) the check is skipped and the scheduler's filters decide later.
-    """
-    if not image.min_driver or gpu_milli_per_replica(spec) == 0:
+        return list(get_backend().snapshot().nodes)
+    except Exception:  # noqa: BLE001  (an optional check must never make a submission fail)
+        logger.warning("cluster checks at submit skipped", exc_info=True)
+        return None
+
+
+def _driver_problem(image: JobImage, spec: JobSpec, nodes: list[Any] | None) -> str | None:
+    """Why no GPU node can run ``image`` (its minimum driver), or None (also when unknown)."""
+    if not image.min_driver or gpu_milli_per_replica(spec) == 0 or nodes is None:
         return None
     try:
         from images.compat import driver_incompatibility
-        from jobs.cluster import get_backend
-
-        nodes = get_backend().snapshot().nodes
-    except Exception:  # noqa: BLE001  (an optional check must never make a submission fail)
-        logger.warning("driver compatibility check skipped", exc_info=True)
+    except ImportError:
         return None
     drivers = [
         node.driver_version
@@ -216,6 +275,72 @@ def _driver_problem(image: JobImage, spec: JobSpec) -> str | None:
     if not drivers:
         return None
     return driver_incompatibility(image.min_driver, drivers, image=image.reference)
+
+
+def _never_runnable(*, spec: JobSpec, team: Team, user: Any, nodes: list[Any] | None) -> dict[str, list[str]]:
+    """Why ``spec`` could never run in ``team`` on this cluster, as field messages (empty: it can).
+
+    Only what no wait can change: more GPUs than the team's maximum or the per-user cap, a team that
+    may run no job, and per task more GPUs, CPU or memory than any node has, a GPU model no node has,
+    or more memory per GPU than any GPU has. Over the quota's *current* free share is not here: such a
+    job waits in the queue with the reason. ``urgent`` only for users an admin allowed."""
+    from quotas.services import quota_ensure
+    from scheduler.policy.priority_class import is_urgent
+
+    errors: dict[str, list[str]] = {}
+    quota = quota_ensure(team=team)
+    total = gpu_milli_per_replica(spec) * spec.replicas
+    if total > quota.max_gpu_milli:
+        errors["gpus"] = [
+            f"This job asks for {total / 1000:g} GPU(s); team {team.name}'s maximum is "
+            f"{quota.max_gpu_milli / 1000:g}, so it could never run."
+        ]
+    elif total > quota.per_user_gpu_milli:
+        errors["gpus"] = [
+            f"This job asks for {total / 1000:g} GPU(s); the per-user cap of team {team.name} is "
+            f"{quota.per_user_gpu_milli / 1000:g}, so it could never run."
+        ]
+    if quota.max_concurrent_jobs == 0:
+        errors["team"] = [f"Team {team.name} may run no jobs (its maximum of concurrent jobs is 0)."]
+    if (
+        is_urgent(spec.priority)
+        and not user.is_superuser
+        and not quota.urgent_users.filter(pk=user.pk).exists()
+    ):
+        errors["priority"] = [f"Only users an admin allowed may submit urgent jobs in team {team.name}."]
+    ready = [n for n in nodes or [] if n.schedulable]
+    if not ready:
+        return errors
+    gpu_nodes = [n for n in ready if n.gpus]
+    if spec.gpu_models:
+        models = {g.model for n in gpu_nodes for g in n.gpus}
+        if not models & set(spec.gpu_models):
+            errors["gpu_models"] = [
+                f"No node has a GPU of model {', '.join(spec.gpu_models)}; the cluster has "
+                f"{', '.join(sorted(models)) or 'no GPUs'}."
+            ]
+            return errors
+        gpu_nodes = [n for n in gpu_nodes if any(g.model in spec.gpu_models for g in n.gpus)]
+    if spec.gpus:
+        most = max((len(n.gpus) for n in gpu_nodes), default=0)
+        if spec.gpus > most:
+            errors.setdefault("gpus", []).append(
+                f"No node has {spec.gpus} GPUs for one task (the most on a node is {most}); "
+                "ask for fewer GPUs per task and more replicas."
+            )
+    elif spec.gpu_milli and not gpu_nodes:
+        errors.setdefault("gpu_milli", []).append("No node has a GPU to share.")
+    if spec.gpu_memory_mib and (spec.gpus or spec.gpu_milli):
+        largest = max((g.memory_mib for n in gpu_nodes for g in n.gpus), default=0)
+        if largest and spec.gpu_memory_mib > largest:
+            errors["gpu_memory_mib"] = [
+                f"No GPU has {spec.gpu_memory_mib} MiB of memory (the largest has {largest} MiB)."
+            ]
+    if spec.cpu_milli > max(n.cpu_milli for n in ready):
+        errors["cpu_milli"] = [f"No node has {spec.cpu_milli} milli-CPU for one task."]
+    if spec.memory_mib > max(n.memory_mib for n in ready):
+        errors["memory_mib"] = [f"No node has {spec.memory_mib} MiB of memory for one task."]
+    return errors
 
 
 def _request_scheduling_cycle() -> None:
@@ -244,23 +369,27 @@ def job_submit(
     team: Team | int | str | None = None,
     reason: str = "",
 ) -> Job:
-    """Validate ``spec``, admit it against the team's quota and queue it. Returns the QUEUED job.
+    """Validate ``spec`` and queue it. Returns the QUEUED job.
 
     Raises ValidationError (field messages: bad spec, unknown team or image, inactive or incompatible
-    image), PermissionDenied (the user is a viewer of the team) or QuotaDenied (over a limit). In every
-    one of those cases nothing is stored. The job goes DRAFT -> SUBMITTED -> QUEUED in one transaction
-    whose quota rows are locked in the fixed order of quotas.services, so concurrent submissions never
-    overshoot a quota; a scheduling cycle is requested once it commits.
+    image, a request that could never run: see :func:`_never_runnable`) or PermissionDenied (the user
+    is a viewer of the team). In every one of those cases nothing is stored. The job goes DRAFT ->
+    SUBMITTED -> QUEUED in one transaction and holds no quota yet: the scheduling cycle reserves it
+    when it admits the job (quotas.services.quota_reserve); over the team's free quota the job waits
+    with the reason. A scheduling cycle is requested once it commits.
     """
     errors = validate_job_spec(spec)
     chosen_team = _resolve_team(user=user, team=team)
     chosen_image = resolve_image(image)
+    nodes = _cluster_nodes() if not errors else None
     if chosen_image is None:
         errors["image"] = ["Unknown image; see GET /api/v1/images/ for the catalog."]
     elif not chosen_image.is_active:
         errors["image"] = [f"Image {chosen_image.reference} is retired; choose an active image."]
-    elif not errors and (problem := _driver_problem(chosen_image, spec)):
+    elif not errors and (problem := _driver_problem(chosen_image, spec, nodes)):
         errors["image"] = [problem]
+    if not errors:
+        errors = _never_runnable(spec=spec, team=chosen_team, user=user, nodes=nodes)
     if errors:
         raise ValidationError(errors)
     assert chosen_image is not None
@@ -296,14 +425,9 @@ def job_submit(
             job=job, from_status="", to_status=JobStatus.DRAFT.value, actor=actor, reason="created"
         )
         job_transition(job=job, to=JobStatus.SUBMITTED, actor=actor, reason=reason or "submitted")
-        usage = quota_reserve(job=job, team=chosen_team, user_id=user.pk, gpu_milli=job.total_gpu_milli)
-        job_transition(
-            job=job,
-            to=JobStatus.QUEUED,
-            actor="system",
-            reason=f"admitted by quota ({usage.gpu_milli / 1000:g} GPU reserved); {QUEUED_REASON}",
-        )
-        Job.objects.filter(pk=job.pk).update(pending_reason=QUEUED_REASON)
+        # Quota is taken when the cycle admits the job (jobs.scheduling), not here: a job over the
+        # team's free quota waits in the queue with the reason.
+        job_transition(job=job, to=JobStatus.QUEUED, actor="system", reason=QUEUED_REASON)
         _request_scheduling_cycle()
     job.refresh_from_db()
     audit.info("job submitted: id=%s team=%s by=%s", job.pk, chosen_team.slug, actor)

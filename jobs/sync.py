@@ -59,7 +59,7 @@ from django.utils import timezone
 from jobs import dispatch
 from jobs.cluster import get_backend
 from jobs.models import Job, Task
-from jobs.services import job_transition
+from jobs.services import job_transition, job_transition_many
 from jobs.states import TERMINAL, FailureCategory, JobStatus
 from scheduler.backends.base import ClusterBackend, TaskPhase, TaskStatus
 
@@ -288,6 +288,151 @@ def _end_tasks_of_ended_jobs() -> None:
         end_open_tasks(job_id=job_id, message=message)
 
 
+# What the sync stores of a task: the fields it compares with the backend's report.
+TASK_FIELDS = ("phase", "exit_code", "message", "started_at", "finished_at")
+ACTIVE = (JobStatus.STARTING.value, JobStatus.RUNNING.value)
+
+
+def _reported(st: TaskStatus) -> tuple[object, ...]:
+    """A backend status as its Task row stores it (``TASK_FIELDS`` order)."""
+    return (st.phase.value, st.exit_code, st.message[:2000], _when(st.started_at), _when(st.finished_at))
+
+
+@dataclass
+class _ActiveJob:
+    """A STARTING or RUNNING job as two flat queries give it: no model instance unless it must move."""
+
+    pk: int
+    status: JobStatus
+    replicas: int
+    tasks: dict[str, tuple[int, tuple[object, ...]]] = field(default_factory=dict)  # name -> (pk, stored)
+
+
+@dataclass
+class _Change:
+    job: _ActiveJob
+    verdict: str  # "fail", "run", "succeed" or "" (only task fields changed)
+    statuses: list[TaskStatus]
+    edits: list[tuple[int, tuple[object, ...]]]  # (Task pk, new values) of rows that differ
+
+
+def _verdict(job: _ActiveJob, statuses: list[TaskStatus]) -> str:
+    """What the reported statuses ask of the job: "fail" (a task failed), "run" (STARTING -> RUNNING),
+    "succeed" (-> SUCCEEDED, through RUNNING if the sync never saw it running) or "" (nothing)."""
+    if not statuses:
+        return ""  # lost tasks are the reconciler's (jobs.reconcile)
+    if any(st.phase is TaskPhase.FAILED for st in statuses):
+        return "fail"
+    succeeded = sum(1 for st in statuses if st.phase is TaskPhase.SUCCEEDED)
+    started = sum(1 for st in statuses if st.phase in (TaskPhase.RUNNING, TaskPhase.SUCCEEDED))
+    if job.status is JobStatus.STARTING and started < job.replicas:
+        return ""
+    if succeeded >= job.replicas:
+        return "succeed"
+    return "run" if job.status is JobStatus.STARTING else ""
+
+
+def _active_jobs() -> list[_ActiveJob]:
+    """Every STARTING/RUNNING job with what its Task rows hold, oldest-changed first: two queries of
+    plain values (no model instances, no prefetch), however many jobs are active."""
+    jobs = {
+        pk: _ActiveJob(pk, JobStatus(status), replicas)
+        for pk, status, replicas in Job.objects.filter(status__in=ACTIVE)
+        .order_by("updated_at", "pk")
+        .values_list("pk", "status", "replicas")
+    }
+    rows = Task.objects.filter(job__status__in=ACTIVE).values_list("pk", "job_id", "name", *TASK_FIELDS)
+    for pk, job_id, name, *stored in rows:
+        job = jobs.get(job_id)
+        if job is not None:  # it moved on between the two queries: the next pass has it
+            job.tasks[name] = (pk, tuple(stored))
+    return list(jobs.values())
+
+
+def _changes(by_job: dict[str, list[TaskStatus]]) -> list[_Change]:
+    """The active jobs whose reported tasks differ from their rows, or that must move."""
+    out = []
+    for job in _active_jobs():
+        statuses = by_job.get(str(job.pk), [])
+        edits = []
+        for st in statuses:
+            stored = job.tasks.get(st.task_id)
+            if stored is not None and stored[1] != (values := _reported(st)):
+                edits.append((stored[0], values))
+        verdict = _verdict(job, statuses)
+        if verdict or edits:
+            out.append(_Change(job, verdict, statuses, edits))
+    return out
+
+
+def _store_tasks(edits: list[tuple[int, tuple[object, ...]]]) -> None:
+    if edits:
+        rows = [Task(pk=pk, **dict(zip(TASK_FIELDS, values, strict=True))) for pk, values in edits]
+        Task.objects.bulk_update(rows, list(TASK_FIELDS))
+
+
+def _move_many(result: SyncResult, changes: list[_Change]) -> None:
+    """STARTING -> RUNNING, then RUNNING -> SUCCEEDED, each edge one bulk transition for the batch."""
+    order = [c.job.pk for c in changes]
+    running = {
+        c.job.pk: f"all {c.job.replicas} task(s) running on {', '.join(sorted({st.node for st in c.statuses}))}"
+        for c in changes
+        if c.job.status is JobStatus.STARTING
+    }
+    ran = set(
+        job_transition_many(
+            reasons=running, to=JobStatus.RUNNING, expected_from=JobStatus.STARTING, actor=ACTOR
+        )
+    )
+    result.transitions += [(pk, JobStatus.RUNNING.value) for pk in order if pk in ran]
+    done = {
+        c.job.pk: f"all {c.job.replicas} task(s) exited with code 0"
+        for c in changes
+        if c.verdict == "succeed" and (c.job.status is JobStatus.RUNNING or c.job.pk in ran)
+    }
+    ended = set(
+        job_transition_many(
+            reasons=done, to=JobStatus.SUCCEEDED, expected_from=JobStatus.RUNNING, actor=ACTOR
+        )
+    )
+    result.transitions += [(pk, JobStatus.SUCCEEDED.value) for pk in order if pk in ended]
+
+
+def _sync_active(
+    result: SyncResult,
+    by_job: dict[str, list[TaskStatus]],
+    backend: ClusterBackend,
+    step: Callable[[], None],
+    batch_size: int,
+) -> None:
+    """STARTING/RUNNING jobs, at a cost that grows with what changed, not with what runs.
+
+    Their stored task state comes from two flat queries and is compared with the backend's report;
+    an unchanged job costs nothing more. Per batch of changed jobs (oldest-changed first), in one
+    transaction: the changed Task rows in one bulk update, then the moves in one bulk transition per
+    edge (``_move_many``). A job with a failed task is loaded and takes the per-job path
+    (``_sync_job``: stop the gang, then retry or fail), as failures are rare and touch the backend.
+    """
+    changes = _changes(by_job)
+    size = max(1, batch_size)
+    for start in range(0, len(changes), size):
+        batch = changes[start : start + size]
+        with transaction.atomic():
+            _store_tasks([edit for c in batch if c.verdict != "fail" for edit in c.edits])
+            _move_many(result, [c for c in batch if c.verdict in ("run", "succeed")])
+        for c in batch:
+            if c.verdict == "fail":
+                job = (
+                    Job.objects.filter(pk=c.job.pk, status=c.job.status.value)
+                    .prefetch_related("tasks")
+                    .first()
+                )
+                if job is not None:
+                    _sync_job(result, job, c.statuses, backend)
+        for _ in batch:
+            step()
+
+
 def sync_status(
     *,
     backend: ClusterBackend | None = None,
@@ -313,10 +458,7 @@ def sync_status(
         if progress is not None and seen % max(1, batch_size) == 0:
             progress()
 
-    active = Job.objects.filter(status__in=[JobStatus.STARTING.value, JobStatus.RUNNING.value])
-    for job in active.order_by("updated_at", "pk").prefetch_related("tasks"):
-        _sync_job(result, job, by_job.get(str(job.pk), []), backend)
-        step()
+    _sync_active(result, by_job, backend, step, batch_size)
 
     preempting = Job.objects.filter(status=JobStatus.PREEMPTING.value).order_by("updated_at", "pk")
     for job in preempting.prefetch_related("tasks"):

@@ -33,6 +33,7 @@ def test_progress_is_reported_after_every_batch_and_at_the_end_of_the_walk(
     sim, clock, researcher, image
 ) -> None:
     starting_jobs(sim, researcher, image, 5)
+    clock.advance(15)  # all five now run: five jobs for the walk
     calls: list[int] = []
     sync.sync_status(backend=sim, progress=lambda: calls.append(1), batch_size=2)
     assert len(calls) == 3  # after jobs 2 and 4, then the end of the walk
