@@ -13,12 +13,13 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.api import ErrorSerializer
-from jobs import log_stream, selectors, services, specs
+from jobs import log_stream, selectors, services, specs, validation
 from jobs.filters import JobFilter
 from jobs.models import Job
 from jobs.serializers import (
@@ -27,9 +28,9 @@ from jobs.serializers import (
     JobEventOutput,
     JobLogsOutput,
     JobOutput,
+    JobValidateOutput,
     LogsQuery,
 )
-from jobs.specs import JobSpec
 
 # ``since`` as log_stream.parse_offsets reads it: task indexes 0-64, offsets of at most 15 digits.
 _TASK = "(" + "|".join(str(i) for i in range(specs.MAX_REPLICAS, -1, -1)) + ")"
@@ -93,13 +94,29 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         responses={201: JobDetailOutput, 409: ErrorSerializer, **ERRORS},
     )
     def create(self, request: Request) -> Response:
-        data = JobCreateInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        fields = dict(data.validated_data)
-        team = fields.pop("team", None)
-        image = fields.pop("image")
-        job = services.job_submit(user=request.user, spec=JobSpec(**fields), image=image, team=team)
+        checked = validation.check_submission(user=request.user, data=request.data)
+        if not checked.ok:
+            raise ValidationError(checked.errors)
+        assert checked.spec is not None and checked.image is not None
+        job = services.job_submit(
+            user=request.user, spec=checked.spec, image=checked.image, team=checked.team
+        )
         return self._output(job, code=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Check a job without submitting it",
+        description="The same checks as submitting (every field error at once, in the one error shape); "
+        "nothing is stored. 200 answers the normalised spec: defaults filled in, a command string split "
+        "into words, the team's slug and the image's reference.",
+        request=JobCreateInput,
+        responses={200: JobValidateOutput, **ERRORS},
+    )
+    @action(detail=False, methods=["post"], pagination_class=None, filter_backends=[])
+    def validate(self, request: Request) -> Response:
+        checked = validation.check_submission(user=request.user, data=request.data)
+        if not checked.ok:
+            raise ValidationError(checked.errors)
+        return Response({"spec": checked.normalised()})
 
     @extend_schema(
         summary="Cancel a job",

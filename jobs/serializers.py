@@ -76,6 +76,26 @@ def _strings(max_items: int, max_len: int, **kwargs: Any) -> serializers.ListFie
     )
 
 
+def _bounds_messages(kwargs: dict[str, Any], invalid: str) -> dict[str, str]:
+    # One message for both bounds, the same words as jobs.specs uses, so the form, the YAML import and
+    # the API say "Must be between 0 and 64." instead of DRF's "greater than or equal to 0".
+    between = f"Must be between {kwargs.get('min_value')} and {kwargs.get('max_value')}."
+    return {"min_value": between, "max_value": between, "invalid": invalid}
+
+
+def _int(**kwargs: Any) -> serializers.IntegerField:
+    return serializers.IntegerField(
+        error_messages=_bounds_messages(kwargs, "A valid integer is required."), **kwargs
+    )
+
+
+def _number(**kwargs: Any) -> serializers.FloatField:
+    return serializers.FloatField(error_messages=_bounds_messages(kwargs, "A number is required."), **kwargs)
+
+
+GPU_REQUESTS = ("cpu", "share", "whole")
+
+
 class JobCreateInput(StrictInputMixin, serializers.Serializer):
     """A job to submit. ``gpus`` (whole GPUs per replica) and ``gpu_milli`` (a share of one GPU per
     replica, 1-999, optionally with ``gpu_memory_mib``) are mutually exclusive; neither = CPU only."""
@@ -92,34 +112,29 @@ class JobCreateInput(StrictInputMixin, serializers.Serializer):
         required=False,
         default=dict,
     )
-    gpus = serializers.IntegerField(min_value=0, max_value=specs.MAX_GPUS, required=False, default=0)
-    gpu_milli = serializers.IntegerField(
-        min_value=1, max_value=999, required=False, allow_null=True, default=None
+    gpu_request = serializers.ChoiceField(
+        choices=GPU_REQUESTS,
+        required=False,
+        help_text="What the job asks for, said explicitly (the form always says it): cpu = no GPU, "
+        "share = gpu_milli of one GPU, whole = gpus >= 1 whole GPUs. Checked against gpus and gpu_milli; "
+        "not stored.",
     )
-    gpu_memory_mib = serializers.IntegerField(
-        min_value=0, max_value=specs.MAX_GPU_MEMORY_MIB, required=False, default=0
-    )
+    gpus = _int(min_value=0, max_value=specs.MAX_GPUS, required=False, default=0)
+    gpu_milli = _int(min_value=1, max_value=999, required=False, allow_null=True, default=None)
+    gpu_memory_mib = _int(min_value=0, max_value=specs.MAX_GPU_MEMORY_MIB, required=False, default=0)
     gpu_models = _strings(specs.MAX_GPU_MODELS, specs.MAX_GPU_MODEL, required=False, default=list)
-    cpu_milli = serializers.IntegerField(
-        min_value=1, max_value=specs.MAX_CPU_MILLI, required=False, default=1000
-    )
-    memory_mib = serializers.IntegerField(
-        min_value=1, max_value=specs.MAX_MEMORY_MIB, required=False, default=2048
-    )
-    replicas = serializers.IntegerField(min_value=1, max_value=specs.MAX_REPLICAS, required=False, default=1)
-    priority = serializers.IntegerField(
-        min_value=-specs.MAX_PRIORITY, max_value=specs.MAX_PRIORITY, required=False, default=0
-    )
-    max_runtime_seconds = serializers.IntegerField(
+    cpu_milli = _int(min_value=1, max_value=specs.MAX_CPU_MILLI, required=False, default=1000)
+    memory_mib = _int(min_value=1, max_value=specs.MAX_MEMORY_MIB, required=False, default=2048)
+    replicas = _int(min_value=1, max_value=specs.MAX_REPLICAS, required=False, default=1)
+    priority = _int(min_value=-specs.MAX_PRIORITY, max_value=specs.MAX_PRIORITY, required=False, default=0)
+    max_runtime_seconds = _int(
         min_value=1, max_value=specs.MAX_RUNTIME_SECONDS, required=False, allow_null=True, default=None
     )
-    max_retries = serializers.IntegerField(
-        min_value=0, max_value=specs.MAX_RETRIES, required=False, default=0
-    )
-    slowdown_tolerance = serializers.FloatField(
+    max_retries = _int(min_value=0, max_value=specs.MAX_RETRIES, required=False, default=0)
+    slowdown_tolerance = _number(
         min_value=1.0, max_value=specs.MAX_SLOWDOWN_TOLERANCE, required=False, default=1.5
     )
-    sim_duration_seconds = serializers.FloatField(
+    sim_duration_seconds = _number(
         min_value=0.001,
         max_value=specs.MAX_SIM_DURATION_SECONDS,
         required=False,
@@ -130,7 +145,7 @@ class JobCreateInput(StrictInputMixin, serializers.Serializer):
     preemptible = serializers.BooleanField(
         required=False, default=True, help_text="Whether the scheduler may stop the job for another one."
     )
-    min_runtime_seconds = serializers.IntegerField(
+    min_runtime_seconds = _int(
         min_value=0,
         max_value=specs.MAX_MIN_RUNTIME_SECONDS,
         required=False,
@@ -143,13 +158,20 @@ class JobCreateInput(StrictInputMixin, serializers.Serializer):
         help_text="A one-GPU job (gpus: 1) that may be packed onto a share of a GPU when the model "
         "predicts it stays within slowdown_tolerance.",
     )
-    preemption_grace_seconds = serializers.IntegerField(
+    preemption_grace_seconds = _int(
         min_value=0,
         max_value=specs.MAX_PREEMPTION_GRACE_SECONDS,
         required=False,
         allow_null=True,
         default=None,
         help_text="Seconds between SIGTERM and SIGKILL when preempted; null = the platform default.",
+    )
+
+
+class JobValidateOutput(serializers.Serializer):
+    spec = serializers.DictField(
+        help_text="The spec as it would be submitted: defaults filled in, the command as a list, "
+        "team as a slug, image as name:tag."
     )
 
 
