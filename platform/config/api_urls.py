@@ -14,5 +14,6 @@ urlpatterns: list = [
     re_path(r"", include("accounts.api_urls")),
     re_path(r"", include("quotas.api_urls")),
     re_path(r"", include("jobs.api_urls")),
+    re_path(r"", include("observability.api_urls")),
     *images.urls,
 ]

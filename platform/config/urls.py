@@ -11,6 +11,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from accounts.views import login_throttled
 from config.api import api_not_found
+from observability.views import metrics_view
 
 handler400 = "config.api.handler400"
 handler403 = "config.api.handler403"
@@ -28,6 +29,7 @@ urlpatterns = [
         SpectacularSwaggerSplitView.as_view(url_name="schema", template_name="config/swagger_ui.html"),
         name="swagger-ui",
     ),
+    path("metrics", metrics_view, name="metrics"),
     path("api/v1/", include("config.api_urls")),
     re_path(r"^api(?:/.*)?$", api_not_found),
 ]

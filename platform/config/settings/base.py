@@ -34,9 +34,12 @@ INSTALLED_APPS = [
     "images",
     "jobs",
     "frontend",
+    "observability",
 ]
 
 MIDDLEWARE = [
+    # First and last: request latency and counts for /metrics (django-prometheus).
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -46,6 +49,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -177,6 +181,19 @@ CELERY_BEAT_SCHEDULE = {
         ("reconcile", "reconcile", RECONCILE_INTERVAL_SECONDS),
     )
 }
+# The cluster history of the portal's chart (observability.history): one sample a minute.
+HISTORY_SAMPLE_SECONDS = env_float("HISTORY_SAMPLE_SECONDS", 60.0)
+# What `manage.py prune_history` keeps (older samples are deleted; hourly after 30 days until then).
+HISTORY_RETENTION_DAYS = env_int("HISTORY_RETENTION_DAYS", 400)
+CELERY_BEAT_SCHEDULE["cluster-history"] = {
+    "task": "observability.tasks.sample_cluster_history",
+    "schedule": HISTORY_SAMPLE_SECONDS,
+    "options": {"expires": HISTORY_SAMPLE_SECONDS},
+}
+# /metrics (observability.access): with a token, only "Authorization: Bearer <token>"; without one,
+# loopback clients and these networks (CIDR, comma-separated).
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+METRICS_ALLOWED_NETWORKS = env_list("METRICS_ALLOWED_NETWORKS", [])
 # Scheduling lease (jobs.lease) and the reconciler's deadlines (jobs.reconcile), in seconds.
 SCHEDULING_LEASE_SECONDS = env_float("SCHEDULING_LEASE_SECONDS", 15.0)
 RECONCILE_REBIND_AFTER_SECONDS = env_float("RECONCILE_REBIND_AFTER_SECONDS", 15.0)
@@ -269,6 +286,8 @@ SCHEDULER_PROFILE = env_str("SCHEDULER_PROFILE", "default")
 # of a preempted job (a job may set its own).
 SCHEDULER_POLICY = env_str("SCHEDULER_POLICY", "ours")
 PREEMPTION_GRACE_SECONDS = env_float("PREEMPTION_GRACE_SECONDS", 30.0)
+# Half-life of the decayed GPU-hour usage behind the teams' fair share (docs/quotas.md).
+QUOTA_USAGE_HALF_LIFE_DAYS = env_float("QUOTA_USAGE_HALF_LIFE_DAYS", 7.0)
 CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", "simulated")
 # Simulated backend: seconds of simulated time per real second, and the cluster it models.
 SIM_TIME_SCALE = env_float("SIM_TIME_SCALE", 60.0)
