@@ -54,6 +54,7 @@ from jobs.models import Job, Task, TaskPhase
 from jobs.profiling_services import fill_running_task_profiles, solo_profiles_for_jobs
 from jobs.services import job_transition
 from jobs.states import JobStatus
+from observability import metrics
 from quotas.models import Quota
 from quotas.selectors import attained_gpu_seconds
 from quotas.services import las_gpus
@@ -344,6 +345,7 @@ def _persist_placement(job: Job, placements: list[Placement], *, why: str = "pla
         # Fencing: last thing before the commit, so a cycle that lost its lease persists nothing.
         lease.check()
         dispatch.request_bind(job.pk)
+    metrics.record_placements(1)
     return True
 
 
@@ -469,6 +471,7 @@ def _preempt(
         Job.objects.filter(pk=job.pk).update(**counters)
         # Fencing, as for placements: a cycle that lost its lease preempts nothing.
         lease.check()
+    metrics.record_preemption(rule=rule, migration=target is not None)
     # After the commit: the sync that sees the tasks stop must find the job PREEMPTING. A lost
     # SIGTERM is not fatal: past its grace the sync (and the reconciler) delete the tasks.
     try:
@@ -624,7 +627,8 @@ def run_scheduling_cycle(*, backend: ClusterBackend | None = None) -> CycleResul
         try:
             for _ in range(1 + MAX_RERUNS):
                 cache.delete(RERUN_KEY)
-                result = _cycle_once(backend)
+                with metrics.cycle_timer():
+                    result = _cycle_once(backend)
                 total.admitted += result.admitted
                 total.evicted += result.evicted
                 total.pending = result.pending
