@@ -5,13 +5,10 @@ The steps, in order (each an extension point of its own module):
 1. **packing** (``scheduler.policy.packing``): a 1-GPU job that allows sharing is offered as a share
    under the policy's share rule (``half``: half a GPU with its memory);
 2. **queue sort** (``scheduler.policy.queue_sort``): priority first, then the policy's order;
-3. when ``view.rounds`` (the periodic rules, once per round as in the simulator):
-   - **unpacking** (``scheduler.policy.unpacking``): co-located jobs measured beyond tolerance, rule
-     ``unpack``;
-   - **preemption** (``scheduler.policy.preemption``): rules ``priority`` and (preemptive policies)
-     ``las``;
-   - **unpack on idle**: rule ``unpack-idle``;
-   - **drain** (``scheduler.policy.drain``): ``Migration`` records, rule ``drain``;
+3. when ``view.rounds``: the periodic rules, ``scheduler.policy.round.run_round`` (the one round
+   the simulator runs too, over its own state): unpacking (rule ``unpack``), preemption (``priority``
+   and, preemptive policies, ``las``), unpack on idle (``unpack-idle``) and the drain (``Migration``
+   records, rule ``drain``), over ``_ClusterRound``, the round's view of the working copy below;
 4. **placement** by the policy's profile (``scheduler.framework.schedule``) on the cluster *as the
    evictions and migrations leave it*: the drain's target first, then the moved jobs (their
    ``Migration.to``), then the queue in order.
@@ -34,7 +31,7 @@ unpacking, the job itself).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,16 +39,11 @@ import numpy as np
 from scheduler.framework import Profile, reserve, schedule, unreserve
 from scheduler.model import ClusterSnapshot, Decision, Eviction, JobRequest, Migration, Placement
 from scheduler.plugins.sim_interference import InterferenceMemo
-from scheduler.policy.drain import drain_plan, first_blocked
 from scheduler.policy.packing import share_request
-from scheduler.policy.preemption import choose_victims, may_evict
-from scheduler.policy.queue_sort import describe, job_gpus, job_key, las_level
+from scheduler.policy.queue_sort import describe, job_gpus, job_key
 from scheduler.policy.registry import Policy, get_policy, with_memo
-from scheduler.policy.unpacking import spare_gpus, unpack_on_idle, unpack_victim
+from scheduler.policy.round import Candidates, Running, Waiting, run_round
 from scheduler.policy.view import PolicyView, RunningJob
-
-# Waiting jobs the periodic rules look at (the simulator's ``SimConfig.window``).
-WINDOW = 64
 
 
 @dataclass
@@ -107,15 +99,6 @@ class _Cluster:
             reserve(self.snapshot.nodes[nodes[p.node]], p)
             self.snapshot.running.append(p)
 
-    def fits_whole(self, sizes: tuple[int, ...]) -> bool:
-        """The i-th largest task has its own node with that many idle GPUs."""
-        idle = self.idle_per_node()
-        return all(int((idle >= g).sum()) > i for i, g in enumerate(sizes))
-
-
-Evictable = Callable[[RunningJob], bool]
-Evict = Callable[[str, str, str, str], None]
-
 
 def _policy(policy: object) -> Policy:
     if isinstance(policy, Policy):
@@ -127,18 +110,105 @@ def _policy(policy: object) -> Policy:
     )
 
 
-def _need(request: JobRequest) -> float:
-    """Idle GPUs a waiting job needs: its whole GPUs, or one for a shared job (a GPU of its own)."""
-    whole = sum(t.gpus for t in request.tasks)
-    return float(whole) if whole else float(sum(1 for t in request.tasks if t.gpu_milli))
+class _ClusterRound:
+    """``scheduler.policy.round.RoundState`` over the working copy: a running job is its id, a GPU
+    ``(node, index)``, a waiting job its id; evictions and migrations free GPUs at once."""
 
+    def __init__(self, cluster: _Cluster, queue: list[JobRequest]) -> None:
+        self.cluster = cluster
+        self.queue = queue
+        self.requests = {r.job_id: r for r in queue}
+        self.evictions: list[Eviction] = []
+        self.migrations: list[tuple[RunningJob, str]] = []
+        self.drain_target: JobRequest | None = None
+        self.migration_reason = ""
+        # Submit order of the running jobs (ties of the start time: the later submitted is newer).
+        ranked = sorted(cluster.running.values(), key=lambda r: (r.request.submitted_at, r.job_id))
+        self.order = {r.job_id: i for i, r in enumerate(ranked)}
+        self._holders: dict[tuple[str, int], list[str]] | None = None
 
-def _sizes(request: JobRequest) -> tuple[int, ...]:
-    return tuple(sorted((t.gpus for t in request.tasks if t.gpus), reverse=True))
+    def _live(self) -> list[RunningJob]:
+        return [r for r in self.cluster.running.values() if r.job_id not in self.cluster.gone]
 
+    def _gpu_holders(self) -> dict[tuple[str, int], list[str]]:
+        if self._holders is None:
+            self._holders = self.cluster.holders()
+        return self._holders
 
-def _shared(job: RunningJob) -> bool:
-    return job.shared
+    def idle_gpus(self) -> int:
+        return self.cluster.idle()
+
+    def idle_per_node(self) -> np.ndarray:
+        return self.cluster.idle_per_node()
+
+    def node_gpus(self) -> np.ndarray:
+        return np.array(
+            [len(n.gpus) if n.schedulable else 0 for n in self.cluster.snapshot.nodes], dtype=np.int64
+        )
+
+    def waiting(self) -> Iterator[Waiting[str]]:
+        return (Waiting(r.job_id, r, r.attained_gpu_s) for r in self.queue)
+
+    def candidates(self, now: float) -> Candidates[str]:
+        live = self._live()
+        return Candidates(
+            [r.job_id for r in live],
+            np.array([r.attained_at(now) for r in live], dtype=float),
+            np.array([r.request.priority for r in live], dtype=np.int64),
+            np.array([r.started_at for r in live], dtype=float),
+            np.array([self.order[r.job_id] for r in live], dtype=np.int64),
+            np.array([r.request.preemptible for r in live], dtype=bool),
+            np.array([r.request.min_runtime_s for r in live], dtype=float),
+        )
+
+    def running(self, job: str) -> Running[str]:
+        r = self.cluster.running[job]
+        req = r.request
+        return Running(
+            job, req.priority, r.started_at, self.order[job], req.preemptible, req.min_runtime_s,
+            r.shared, job_gpus(req), len(r.placements), r.rate, req.slowdown_tolerance,
+        )  # fmt: skip
+
+    def shared_gpus(self) -> list[tuple[tuple[str, int], Sequence[str]]]:
+        nodes = self.cluster.nodes
+        held = self._gpu_holders()
+        gpus = sorted((k for k, ids in held.items() if len(ids) >= 2), key=lambda k: (nodes[k[0]], k[1]))
+        return [(k, list(held[k])) for k in gpus]
+
+    def gpu_label(self, gpu: tuple[str, int]) -> str:
+        return f"GPU {gpu[1]} of {gpu[0]}"
+
+    def holders(self, job: str) -> list[Sequence[str]]:
+        held = self._gpu_holders()
+        keys = dict.fromkeys(
+            (p.node, gi) for p in self.cluster.running[job].placements for gi in p.gpu_indices
+        )
+        return [held.get(k, []) for k in keys]
+
+    def jobs_on_node(self, node: int) -> Iterable[str]:
+        name = self.cluster.snapshot.nodes[node].name
+        return sorted(r.job_id for r in self._live() if any(p.node == name for p in r.placements))
+
+    def node_tenants(self, node: int) -> list[Sequence[str]]:
+        n = self.cluster.snapshot.nodes[node]
+        held = self._gpu_holders()
+        return [held.get((n.name, gi), []) for gi in range(len(n.gpus))]
+
+    def evict(self, job: str, rule: str, preemptor: str, reason: str, avoid: Sequence[str]) -> None:
+        # ``avoid`` (unpacking's learnt co-tenants) has no platform counterpart yet: the next cycle
+        # may pack the job with the same types again, and the next round unpacks it again.
+        self.cluster.remove(job)
+        self._holders = None
+        self.evictions.append(Eviction(job_id=job, rule=rule, preemptor=preemptor, reason=reason))
+
+    def migrate(self, target: str, jobs: Sequence[str], reason: str) -> None:
+        self.drain_target = self.requests[target]
+        for j in jobs:
+            mover = self.cluster.running[j]
+            self.cluster.remove(j)
+            self.migrations.append((mover, target))
+        self._holders = None
+        self.migration_reason = reason
 
 
 def plan_cycle(view: PolicyView, policy: object) -> Decision:
@@ -167,33 +237,12 @@ def plan_cycle(view: PolicyView, policy: object) -> Decision:
     }
     queue.sort(key=lambda r: keys[r.job_id])
     cluster = _Cluster(snap, running)
-    evictions: list[Eviction] = []
-    migrations: list[tuple[RunningJob, str]] = []
-    drain_target: JobRequest | None = None
-    now = view.now
-
-    def evictable(job: RunningJob) -> bool:
-        return job.job_id not in cluster.gone and may_evict(
-            job.request.preemptible, job.started_at, job.request.min_runtime_s, now
-        )
-
-    def evict(job_id: str, rule: str, preemptor: str, reason: str) -> None:
-        cluster.remove(job_id)
-        evictions.append(Eviction(job_id=job_id, rule=rule, preemptor=preemptor, reason=reason))
-
+    state = _ClusterRound(cluster, queue)
     if view.rounds:
-        if pol.introspective:
-            _unpack(pol, cluster, evictable, evict)
-        _preempt(pol, cluster, queue, evictable, evict, now)
-        if pol.unpack_on_idle:
-            _unpack_idle(cluster, queue, evictable, evict)
-        if pol.defragment:
-            found = _drain(cluster, queue, evictable)
-            if found is not None:
-                drain_target, movers = found
-                for job in movers:
-                    cluster.remove(job.job_id)
-                    migrations.append((job, drain_target.job_id))
+        run_round(pol, state, view.now)
+    evictions = state.evictions
+    migrations = state.migrations
+    drain_target = state.drain_target
 
     profile: Profile = pol.profile
     if isinstance(view.memo, InterferenceMemo):
@@ -220,7 +269,7 @@ def plan_cycle(view: PolicyView, policy: object) -> Decision:
                     from_nodes=nodes,
                     rule="drain",
                     preemptor=target,
-                    reason=f"drain: moved so that waiting job {target} fits on whole nodes",
+                    reason=state.migration_reason,
                     to=to,
                 )
             )
@@ -237,135 +286,3 @@ def plan_cycle(view: PolicyView, policy: object) -> Decision:
         positions={job_id: i + 1 for i, job_id in enumerate(waiting)},
         queue_order=describe(pol.order, pol.las_thresholds, pol.las_inner),
     )
-
-
-def _unpack(pol: Policy, cluster: _Cluster, evictable: Evictable, evict: Evict) -> None:
-    """Unpack shared GPUs whose measured rates say packing loses (rule ``unpack``)."""
-    for (node, gi), ids in sorted(cluster.holders().items()):
-        jobs = [cluster.running[i] for i in ids]
-        if len(jobs) < 2 or not all(_shared(j) for j in jobs) or any(j.rate is None for j in jobs):
-            continue
-        rates = [float(j.rate or 0.0) for j in jobs]
-        tolerances = [j.request.slowdown_tolerance for j in jobs]
-        victim = unpack_victim(ids, rates, [j.started_at for j in jobs], pol.unpack_rule, tolerances)
-        if victim is None or not evictable(cluster.running[victim]):
-            continue
-        shown = ", ".join(f"{i} at {r:.2f}" for i, r in zip(ids, rates, strict=True))
-        evict(
-            victim, "unpack", victim, f"unpack: GPU {gi} of {node} measured {shown} (rule {pol.unpack_rule})"
-        )
-
-
-def _preempt(
-    pol: Policy,
-    cluster: _Cluster,
-    queue: list[JobRequest],
-    evictable: Evictable,
-    evict: Evict,
-    now: float,
-) -> None:
-    """Priority and LAS-level preemption (``scheduler.policy.preemption.choose_victims``)."""
-    if not queue:
-        return
-    thresholds = pol.las_thresholds
-
-    def level(attained: float) -> int:
-        return las_level(thresholds, attained)
-
-    cands = [r for r in cluster.running.values() if evictable(r)]
-    lv = {r.job_id: level(r.attained_at(now)) for r in cands}
-    # Lowest priority first: lowest priority class, highest level, then most recently started.
-    cands.sort(key=lambda r: (r.request.priority, -lv[r.job_id], -r.started_at, r.job_id), reverse=False)
-    holders = cluster.holders()
-    gpus_of = {r.job_id: [(p.node, gi) for p in r.placements for gi in p.gpu_indices] for r in cands}
-
-    def outranks(job: JobRequest, victim_id: str) -> bool:
-        victim = cluster.running[victim_id]
-        if job.priority != victim.request.priority:
-            return job.priority > victim.request.priority
-        return pol.preemptive and lv[victim_id] > level(job.attained_gpu_s)
-
-    def frees(victim_id: str, chosen: set[str]) -> float:
-        return float(sum(1 for k in set(gpus_of[victim_id]) if all(h in chosen for h in holders[k])))
-
-    waiting = ((r, _need(r)) for r in queue[:WINDOW])
-    chosen = choose_victims(waiting, [r.job_id for r in cands], outranks, frees, float(cluster.idle()))
-    for victim_id, job in chosen:
-        victim = cluster.running[victim_id]
-        if job.priority > victim.request.priority:
-            rule = "priority"
-            why = (
-                f"priority: waiting job {job.job_id} (priority {job.priority}) outranks priority "
-                f"{victim.request.priority}"
-            )
-        else:
-            rule = "las"
-            why = (
-                f"las: waiting job {job.job_id} at level {level(job.attained_gpu_s)} outranks level "
-                f"{lv[victim.job_id]} ({victim.attained_at(now) / 3600:.2f} GPU-h attained)"
-            )
-        evict(victim.job_id, rule, job.job_id, why)
-
-
-def _unpack_idle(cluster: _Cluster, queue: list[JobRequest], evictable: Evictable, evict: Evict) -> None:
-    spare = spare_gpus(cluster.idle(), (_need(r) for r in queue))
-    if not spare:
-        return
-    shared = []
-    for (_node, _gi), ids in sorted(cluster.holders().items()):
-        jobs = [cluster.running[i] for i in ids]
-        if len(jobs) >= 2 and all(_shared(j) for j in jobs):
-            # Only a tenant that may be moved is a candidate.
-            pairs = [(j.job_id, j.started_at) for j in jobs]
-            newest = max(pairs, key=lambda p: (p[1], p[0]))[0]
-            if evictable(cluster.running[newest]):
-                shared.append(([p[0] for p in pairs], [p[1] for p in pairs]))
-    for job_id in unpack_on_idle(shared, spare):
-        evict(job_id, "unpack-idle", job_id, "unpack-idle: idle GPUs are left over, so it restarts alone")
-
-
-def _drain(
-    cluster: _Cluster, queue: list[JobRequest], evictable: Evictable
-) -> tuple[JobRequest, list[RunningJob]] | None:
-    """The first blocked whole-GPU job of the window and the jobs to move for it, or None."""
-    names = [n.name for n in cluster.snapshot.nodes]
-    idle_node = cluster.idle_per_node()
-    node_gpus = np.array(
-        [len(n.gpus) if n.schedulable else 0 for n in cluster.snapshot.nodes], dtype=np.int64
-    )
-    holders = cluster.holders()
-    live = {j: r for j, r in cluster.running.items() if j not in cluster.gone}
-
-    def units_of(ni: int) -> list[tuple[int, list[str]]]:
-        node = names[ni]
-        units: list[tuple[int, list[str]]] = []
-        for j, r in sorted(live.items()):
-            if len(r.placements) == 1 and r.placements[0].node == node and not _shared(r) and evictable(r):
-                units.append((job_gpus(r.request), [j]))
-        for gi in range(len(cluster.snapshot.nodes[ni].gpus)):
-            ids = holders.get((node, gi), [])
-            if ids and all(_shared(live[i]) and evictable(live[i]) for i in ids):
-                units.append((1, sorted(ids)))
-        return units
-
-    def waiting() -> Iterator[tuple[JobRequest, float, bool]]:
-        for r in queue[:WINDOW]:
-            sizes = _sizes(r)
-            yield (
-                r,
-                _need(r),
-                bool(sizes)
-                and not any(t.gpu_milli and not t.gpus for t in r.tasks)
-                and not cluster.fits_whole(sizes),
-            )
-
-    it = waiting()
-    budget = float(idle_node.sum())
-    while True:
-        found = first_blocked(it, budget)
-        if found is None:
-            return None
-        job, budget = found
-        plan = drain_plan(_sizes(job), idle_node, node_gpus, units_of, lambda j: job_gpus(live[j].request))
-        if plan is not None:
-            return job, [live[j] for j in plan]

@@ -15,7 +15,7 @@ The moved job waits again (its restart costs the checkpoint restore); under ``ga
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 EPS = 1e-9
 T = TypeVar("T")
@@ -24,14 +24,15 @@ T = TypeVar("T")
 def unpack_victim(
     tenants: Sequence[T],
     rates: Sequence[float],
-    started: Sequence[float],
+    started: Sequence[Any],
     rule: str,
     tolerance: float | Sequence[float],
 ) -> T | None:
-    """The tenant to move off one GPU (the newest: latest start, then the largest id), or None.
+    """The tenant to move off one GPU (the newest: the largest ``started`` key), or None.
 
-    ``rates``: measured progress rate of each tenant (1.0 = as fast as alone); ``tolerance``: the
-    tenants' slowdown tolerances (one for all, or one each)."""
+    ``rates``: measured progress rate of each tenant (1.0 = as fast as alone); ``started``: each
+    tenant's start, any comparable key (the policy round passes ``(start, submit order)``);
+    ``tolerance``: the tenants' slowdown tolerances (one for all, or one each)."""
     if len(tenants) < 2:
         return None
     tols = [tolerance] * len(rates) if isinstance(tolerance, (int, float)) else list(tolerance)
@@ -41,9 +42,13 @@ def unpack_victim(
     return newest(tenants, started)
 
 
-def newest(tenants: Sequence[T], started: Sequence[float]) -> T:
-    """The most recently started tenant (ties: the larger id)."""
-    return max(zip(started, tenants, strict=True), key=lambda st: (st[0], st[1]))[1]  # type: ignore[arg-type]
+def newest(tenants: Sequence[T], started: Sequence[Any]) -> T:
+    """The most recently started tenant (the largest ``started`` key; the first of equal keys)."""
+    best = 0
+    for i in range(1, len(tenants)):
+        if started[i] > started[best]:
+            best = i
+    return tenants[best]
 
 
 def spare_gpus(idle: int, needs: Iterable[float]) -> float:
@@ -58,7 +63,7 @@ def spare_gpus(idle: int, needs: Iterable[float]) -> float:
     return spare if spare >= 1 - EPS else 0.0
 
 
-def unpack_on_idle(shared: Iterable[tuple[Sequence[T], Sequence[float]]], spare: float) -> list[T]:
+def unpack_on_idle(shared: Iterable[tuple[Sequence[T], Sequence[Any]]], spare: float) -> list[T]:
     """Tenants to restart alone: the newest of each shared GPU (``(tenants, their starts)``, in GPU
     order), one per spare GPU."""
     moved: list[T] = []

@@ -40,7 +40,6 @@ job types are drawn from ``random.Random(seed)``, ties break by trace order.
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 import random
 import time
@@ -54,7 +53,6 @@ from scheduler.frag.fragmentation import ShapeKey, TargetWorkload, task_shape
 from scheduler.framework import BuiltProfile
 from scheduler.model import GPU_MILLI, JobRequest, Node, Placement, TaskRequest
 from scheduler.plugins.sim_interference import InterferenceMemo
-from scheduler.policy.drain import drain_plan, first_blocked
 from scheduler.policy.packing import (
     SHARED_CPU_MILLI,
     SHARED_MEMORY_MIB,
@@ -62,14 +60,14 @@ from scheduler.policy.packing import (
     WHOLE_MEMORY_MIB,
     shared_request,
 )
-from scheduler.policy.preemption import choose_victims
 from scheduler.policy.queue_sort import QueuePriority
 from scheduler.policy.registry import Policy, with_memo
-from scheduler.policy.unpacking import spare_gpus, unpack_on_idle, unpack_victim
+from scheduler.policy.round import has_rounds, round_may_act, run_round
 from scheduler.sim.cluster import ClusterSpec
-from scheduler.sim.offer import SimOffer, _FitCheck
+from scheduler.sim.offer import SimOffer
 from scheduler.sim.perf import PerfModel
 from scheduler.sim.records import DONE, EPS, PENDING, RUNNING, SimConfig, SimResult, SlotKind, _Job
+from scheduler.sim.round_state import SimRoundState
 from scheduler.sim.trace import TraceJob
 
 __all__ = ["DONE", "PENDING", "RUNNING", "SimConfig", "SimResult", "Simulator", "SlotKind", "_Job"]
@@ -176,10 +174,14 @@ class Simulator(SimOffer):
             if j.request is not None
             for t in j.request.tasks
         }
-        # Mirrors of attained service for vectorised 2D-LAS rounds.
+        # Mirrors of attained service and of the preemption guards for vectorised rounds.
         self.att = np.zeros(len(self.jobs))
         self.since = np.zeros(len(self.jobs))
         self.ngpus = np.array([j.trace.num_gpus for j in self.jobs], dtype=float)
+        requests = [j.request for j in self.jobs if j.request is not None]
+        self.job_priority = np.array([r.priority for r in requests], dtype=np.int64)
+        self.job_preemptible = np.array([r.preemptible for r in requests], dtype=bool)
+        self.job_min_runtime = np.array([r.min_runtime_s for r in requests], dtype=float)
 
     def _make_jobs(self, trace_jobs: list[TraceJob]) -> list[_Job]:
         rng = random.Random(f"job-types:{self.cfg.seed}")
@@ -292,7 +294,7 @@ class Simulator(SimOffer):
         done = 0
         next_round = float("inf")
         next_cycle = float("inf")
-        needs_rounds = self.policy.preemptive or self.policy.introspective or self.policy.defragment
+        needs_rounds = has_rounds(self.policy)
         dirty_freed = False
         new: list[_Job] = []
         quantum = self.cfg.cycle_s
@@ -369,144 +371,14 @@ class Simulator(SimOffer):
         )
 
     def _round_useful(self) -> bool:
-        if (self.policy.preemptive or self.policy.defragment) and self.waiting and self.running:
-            return True
-        # Introspection (unpacking) matters whenever some GPU is shared, queue or not.
-        return self.policy.introspective and bool(self.shared_gids)
+        return round_may_act(
+            self.policy,
+            waiting=bool(self.waiting),
+            running=bool(self.running),
+            shared_gpus=bool(self.shared_gids),
+        )
 
     def _round(self, now: float) -> bool:
-        """Preempt (2D-LAS) or unpack (Gandiva); True when capacity was freed."""
-        freed = False
-        if self.policy.introspective:
-            for gid in sorted(self.shared_gids):
-                ids = self.tenants[gid]
-                newest = unpack_victim(
-                    ids,
-                    [self.jobs[i].rate for i in ids],
-                    [self.jobs[i].started_at for i in ids],
-                    self.policy.unpack_rule,
-                    self.cfg.slowdown_tolerance,
-                )
-                if newest is not None:
-                    victim = self.jobs[newest]
-                    for other in ids:
-                        if other != newest:
-                            victim.avoid.add(self.jobs[other].type_idx)
-                    self._preempt(victim, now)
-                    freed = True
-        if self.policy.preemptive and self.waiting:
-            freed |= self._las_preempt(now)
-        if self.policy.unpack_on_idle:
-            freed |= self._unpack_on_idle(now)
-        if self.policy.defragment and self.waiting:
-            freed |= self._defragment(now)
-        return freed
-
-    def _unpack_on_idle(self, now: float) -> bool:
-        """Restart alone the tenants ``scheduler.policy.unpacking.unpack_on_idle`` picks (30 s
-        restart cost); the next cycle places them on idle GPUs (idle-first admission)."""
-        needs = (
-            self._waiting_need(self.jobs[i])
-            for i in itertools.islice(self._queue_in_order(), self.cfg.scan_limit)
-        )
-        spare = spare_gpus(self._idle_gpus(), needs)
-        if not spare:
-            return False
-        jobs = self.jobs
-        shared = (
-            (self.tenants[gid], [jobs[t].started_at for t in self.tenants[gid]])
-            for gid in sorted(self.shared_gids)
-        )
-        moved = unpack_on_idle(shared, spare)
-        for idx in moved:
-            self._preempt(jobs[idx], now)
-            self.unpacks += 1
-        return bool(moved)
-
-    def _defragment(self, now: float) -> bool:
-        """Drain nodes for the first blocked whole-GPU job of the window (``scheduler.policy.drain``):
-        the moved jobs restart (the preemption penalty) and are placed by ``schedule()`` right after
-        the waiting job, which is placed first (a one-job cycle) so the drained nodes go to it."""
-        jobs = self.jobs
-        fits = _FitCheck(self)
-        idle_node = fits._idle()  # idle GPUs per node (read only: the plan works on a copy)
-        budget = float(idle_node.sum())
-        queue = itertools.islice(self._queue_in_order(), self.cfg.window)
-        while True:
-            waiting = ((idx, self._waiting_need(jobs[idx]), self._blocked(jobs[idx], fits)) for idx in queue)
-            found = first_blocked(waiting, budget)
-            if found is None:
-                return False
-            idx, budget = found
-            job = jobs[idx]
-            plan = drain_plan(
-                job.sizes, idle_node, self.node_gpus, self._drain_units, lambda j: jobs[j].trace.num_gpus
-            )
-            if plan is not None:
-                break
-        for m in plan:
-            self._release(jobs[m], now)
-            self._enqueue(jobs[m])
-            self.migrations += 1
-        self._cycle(now, [job])
-        self._cycle(now, [jobs[m] for m in plan])
-        return True
-
-    def _blocked(self, job: _Job, fits: _FitCheck) -> bool:
-        return not job.shared and bool(job.sizes) and not fits(job)
-
-    def _drain_units(self, ni: int) -> list[tuple[int, list[int]]]:
-        """What frees GPUs on node ``ni`` (``scheduler.policy.drain``): a whole-GPU job on this node
-        only frees its GPUs; a shared GPU frees when all of its tenants move. Jobs spanning nodes stay."""
-        jobs = self.jobs
-        units: list[tuple[int, list[int]]] = []
-        seen: set[int] = set()
-        for tid in self.node_running[ni]:
-            j = self.task_owner[tid]
-            if j in seen:
-                continue
-            seen.add(j)
-            jb = jobs[j]
-            if len(jb.placements) == 1 and not jb.shared:
-                units.append((jb.trace.num_gpus, [j]))
-        for gid in range(self.offsets[ni], self.offsets[ni + 1]):
-            tenants = self.tenants[gid]
-            if tenants and all(jobs[t].shared for t in tenants):
-                units.append((1, sorted(tenants)))
-        return units
-
-    def _las_preempt(self, now: float) -> bool:
-        """2D-LAS level preemption (``scheduler.policy.preemption.choose_victims``) over the window."""
-        jobs = self.jobs
-        best_pending_level = min(int(b[0][0][0]) for b in self.buckets.values() if b)
-        thresholds = np.asarray(self.policy.las_thresholds)
-        if best_pending_level >= len(thresholds) or not self.running:
-            return False
-        ids = np.fromiter(self.running, dtype=np.int64, count=len(self.running))
-        attained = self.att[ids] + self.ngpus[ids] * (now - self.since[ids])
-        levels_arr = np.searchsorted(thresholds, attained, side="right")
-        mask = levels_arr > best_pending_level
-        if not mask.any():
-            return False
-        levels = dict(zip(ids[mask].tolist(), levels_arr[mask].tolist(), strict=True))
-        # Lowest priority first: highest level, then most recently started.
-        victims = sorted(levels, key=lambda i: (-levels[i], -jobs[i].started_at, -i))
-        tenants = self.tenants
-
-        def frees(victim: int, chosen: set[int]) -> float:
-            # A GPU becomes idle when all of its tenants are chosen.
-            return float(sum(1 for g in jobs[victim].gids if all(t in chosen for t in tenants[g])))
-
-        waiting = (
-            (jobs[idx], self._waiting_need(jobs[idx]))
-            for idx in itertools.islice(self._queue_in_order(), self.cfg.window)
-        )
-        # Free capacity in idle GPUs: what a waiting job can actually use. With whole GPUs only this
-        # is the free milli-GPU sum; with shared GPUs a half-used GPU whose resident nobody may join
-        # would otherwise count as free and block every preemption.
-        chosen = choose_victims(
-            waiting, victims, lambda job, v: levels[v] > int(job.key[0]), frees, float(self._idle_gpus())
-        )
-        for idx, _ in chosen:
-            self._preempt(jobs[idx], now)
-        return bool(chosen)
+        """The policy's round (``scheduler.policy.round.run_round``) over this state; True when it
+        evicted or moved a job (capacity may have been freed)."""
+        return run_round(self.policy, SimRoundState(self, now), now, self.cfg.window).acted
