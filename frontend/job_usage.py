@@ -33,12 +33,14 @@ def jobs_usage(*, jobs: list[Job], now: dt.datetime | None = None) -> dict[int, 
             0.0, (run.ended_at - run.started_at).total_seconds()
         )
         hours[run.job_id] = hours.get(run.job_id, 0.0) + run.gpu_hours
-    held = dict(UsageEntry.objects.filter(job_id__in=ids).values_list("job_id", "gpu_milli"))
-    legacy_hours = dict(
-        UsageEntry.objects.filter(job_id__in=ids, released_at__isnull=False).values_list(
-            "job_id", "gpu_hours"
-        )
+    held = dict(
+        UsageEntry.objects.filter(job_id__in=ids, released_at__isnull=True).values_list("job_id", "gpu_milli")
     )
+    legacy_hours: dict[int, float] = {}
+    for job_id, entry_hours in UsageEntry.objects.filter(
+        job_id__in=ids, released_at__isnull=False
+    ).values_list("job_id", "gpu_hours"):
+        legacy_hours[job_id] = legacy_hours.get(job_id, 0.0) + entry_hours
     out: dict[int, JobUsage] = {}
     for job in jobs:
         milli = held.get(job.pk, job.total_gpu_milli)

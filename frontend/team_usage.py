@@ -153,6 +153,11 @@ class TeamUsagePage:
     waiting: list[WaitingJob]
     last_days: list[DayActivity]
 
+    @property
+    def borrowed_gpu_milli(self) -> int:
+        """GPU share in use beyond the guarantee (borrowed from idle capacity, reclaimable)."""
+        return max(0, self.quota.used_gpu_milli - self.quota.guaranteed_gpu_milli)
+
 
 def _round(hours: float) -> float:
     return round(hours, 6)

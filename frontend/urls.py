@@ -27,6 +27,7 @@ urlpatterns = [
     path("teams/", views.team_index, name="teams"),
     path("teams/<int:team_id>/", views.team_detail, name="team"),
     path("images/", views.image_list, name="images"),
+    path("usage/", views.usage_index, name="usage"),
     path("teams/<int:team_id>/usage/", views.team_usage, name="team-usage"),
     path("nodes/", views.node_list, name="nodes"),
     path("tokens/", views.token_list, name="tokens"),

@@ -28,6 +28,7 @@ from frontend import team_usage as team_usage_selectors
 from frontend.token_forms import TokenCreateForm
 from frontend.yaml_spec import YamlSpecError, dump_spec, parse_spec
 from jobs.selectors import job_for_user, job_logs, jobs_for_user
+from jobs.specs import MAX_REPLICAS
 from jobs.states import JobStatus
 from scheduler.backends.base import BackendError
 
@@ -212,6 +213,17 @@ def vendor_uplot(request: HttpRequest, name: str) -> FileResponse:
 
 @login_required
 @require_GET
+def usage_index(request: HttpRequest) -> HttpResponse:
+    """``/usage/``: the Usage page of the user's first team."""
+    first = teams_for_user(request.user).first()
+    if first is not None:
+        return redirect("frontend:team-usage", team_id=first.pk)
+    context = {"nav": "usage", "page": None, "error": "You are not a member of any team yet."}
+    return render(request, "frontend/team_usage.html", context)
+
+
+@login_required
+@require_GET
 def team_usage(request: HttpRequest, team_id: int) -> HttpResponse:
     """``/teams/<id>/usage/?month=YYYY-MM``: the team lead's view, from the usage ledger."""
     try:
@@ -219,7 +231,7 @@ def team_usage(request: HttpRequest, team_id: int) -> HttpResponse:
             user=request.user, team_id=team_id, month=request.GET.get("month") or None
         )
     except team_usage_selectors.BadMonth as exc:
-        context: dict[str, Any] = {"nav": "team", "page": None, "error": str(exc)}
+        context: dict[str, Any] = {"nav": "usage", "page": None, "error": str(exc)}
         return render(request, "frontend/team_usage.html", context, status=400)
     if page is None:
         raise Http404("No team with this id.")
@@ -229,7 +241,7 @@ def team_usage(request: HttpRequest, team_id: int) -> HttpResponse:
         "days": [day.isoformat() for day, _ in page.by_day],
         "day_hours": [hours for _, hours in page.by_day],
     }
-    context = {"nav": "team", "page": page, "chart": chart, "teams": teams_for_user(request.user)}
+    context = {"nav": "usage", "page": page, "chart": chart, "teams": teams_for_user(request.user)}
     return render(request, "frontend/team_usage.html", context)
 
 
@@ -292,17 +304,24 @@ def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
 def job_logs_download(request: HttpRequest, job_id: int) -> HttpResponse:
     """``/jobs/<id>/logs.txt``: the job's output as a plain-text attachment (access as its page)."""
     job = job_for_user(user=request.user, job_id=job_id)  # Http404 for other teams' jobs
+    task = request.GET.get("task", "")
+    if task and not (task.isascii() and task.isdigit() and len(task) <= 3 and int(task) <= MAX_REPLICAS):
+        return HttpResponse(
+            f"task: a task index from 0 to {MAX_REPLICAS}.\n", status=400, content_type="text/plain"
+        )
     try:
-        tasks = job_logs(job=job)
+        tasks = job_logs(job=job, task_index=int(task) if task else None)
     except BackendError as exc:
         return HttpResponse(
             f"The logs cannot be read right now: {exc}\n", status=503, content_type="text/plain"
         )
-    text = "".join(
+    # The same text as the job page shows: a heading per task when there are several.
+    text = "\n".join(
         (f"== {t['task']} ({t['phase']}) ==\n" if len(tasks) > 1 else "") + (t["log"] or "") for t in tasks
     )
     response = HttpResponse(text, content_type="text/plain; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="job-{job.pk}-logs.txt"'
+    suffix = f"-task-{task}" if task else ""
+    response["Content-Disposition"] = f'attachment; filename="job-{job.pk}{suffix}-logs.txt"'
     return response
 
 

@@ -1,4 +1,4 @@
-"""Query filters of GET /api/v1/jobs/: ?status=QUEUED,RUNNING&team=3&user=alice."""
+"""Query filters of GET /api/v1/jobs/: ?status=QUEUED,RUNNING&team=3&user=alice&name=resnet."""
 
 from __future__ import annotations
 
@@ -37,6 +37,9 @@ class JobFilter(StrictFilterSet):
     team = IdFilter(field_name="team_id", help_text="Team id.")
     team_slug = TextFilter(field_name="team__slug", help_text="Team slug.")
     user = TextFilter(field_name="user__username", help_text="Username of the submitter.")
+    name = TextFilter(
+        field_name="name", lookup_expr="icontains", help_text="Part of the job's name (any case)."
+    )
     image = IdFilter(field_name="image_id", help_text="Image id.")
     created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
     created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
