@@ -50,14 +50,14 @@ from jobs import dispatch, heartbeat, lease
 from jobs.binding import task_placement
 from jobs.cluster import get_backend
 from jobs.faults import fault_point
-from jobs.models import Job, Task, TaskPhase
+from jobs.models import Job, JobEvent, Task, TaskPhase
 from jobs.profiling_services import fill_running_task_profiles, solo_profiles_for_jobs
 from jobs.services import job_transition
 from jobs.states import JobStatus
 from observability import metrics
-from quotas.models import Quota
+from quotas.models import Quota, UsageEntry
 from quotas.selectors import attained_gpu_seconds
-from quotas.services import las_gpus
+from quotas.services import QuotaDenied, las_gpus
 from scheduler import framework, profiles
 from scheduler.backends.base import ClusterBackend
 from scheduler.model import ClusterSnapshot, Decision, JobRequest, Placement, TaskRequest
@@ -314,15 +314,26 @@ def _persist_placement(job: Job, placements: list[Placement], *, why: str = "pla
     first_reason = placements[0].reason if placements else ""
     fault_point("cycle.mid")
     with transaction.atomic():
-        moved = job_transition(
-            job=job,
-            to=JobStatus.ADMITTED,
-            actor=ACTOR,
-            reason=f"{why} on {where}" + (f" ({first_reason})" if first_reason else ""),
-            expected_from=JobStatus.QUEUED,
-        )
+        # Admission takes the quota in this transaction (job_transition reserves it under the job's
+        # row lock, then the quota rows': the fixed lock order, as cancels and releases).
+        try:
+            with transaction.atomic():
+                moved = job_transition(
+                    job=job,
+                    to=JobStatus.ADMITTED,
+                    actor=ACTOR,
+                    reason=f"{why} on {where}" + (f" ({first_reason})" if first_reason else ""),
+                    expected_from=JobStatus.QUEUED,
+                )
+        except QuotaDenied as denied:
+            # The policy's gate saw older quota state (a limit changed, a race): the job waits.
+            Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED.value).update(
+                pending_reason=denied.message[:500]
+            )
+            return False
         if not moved:
             return False
+        _mark_borrowed(job)
         for index, p in enumerate(placements):
             Task.objects.update_or_create(
                 job=job,
@@ -347,6 +358,19 @@ def _persist_placement(job: Job, placements: list[Placement], *, why: str = "pla
         dispatch.request_bind(job.pk)
     metrics.record_placements(1)
     return True
+
+
+def _mark_borrowed(job: Job) -> None:
+    """Say in the admission event when the job runs on borrowed GPUs (beyond its team's guarantee)."""
+    entry = UsageEntry.objects.filter(job=job, released_at__isnull=True).first()
+    if entry is None or not entry.borrowed_gpu_milli:
+        return
+    event = JobEvent.objects.filter(job=job, to_status=JobStatus.ADMITTED.value).order_by("-id").first()
+    if event is not None:
+        note = (
+            f"; on borrowed GPUs: {entry.borrowed_gpu_milli / 1000:g} beyond team {job.team.name}'s guarantee"
+        )
+        JobEvent.objects.filter(pk=event.pk).update(reason=(event.reason + note)[:2000])
 
 
 def _fits(snapshot: ClusterSnapshot, placements: list[Placement]) -> bool:

@@ -16,7 +16,7 @@ from jobs.selectors import resolve_image
 from jobs.specs import JobSpec, gpu_milli_per_replica, validate_job_spec
 from jobs.states import HOLDS_QUOTA, RUNS, JobStatus, is_legal
 from quotas.selectors import run_gpu_hours
-from quotas.services import quota_release, usage_record_run
+from quotas.services import quota_release, quota_reserve, usage_record_run
 
 logger = logging.getLogger(__name__)
 audit = logging.getLogger("audit")
@@ -57,7 +57,9 @@ def job_transition(
     The row is re-read under a lock, so concurrent callers see each other's changes. With
     ``expected_from`` this is a compare-and-set: it returns False (and changes nothing) when the job is
     no longer in that state, which makes Celery tasks safe to repeat. An illegal edge raises
-    :class:`IllegalTransition`. When the job leaves the quota-holding states its quota is released.
+    :class:`IllegalTransition`. When the job enters the quota-holding states (admission) its quota is
+    reserved, or :class:`quotas.services.QuotaDenied` is raised and nothing changes; when it leaves
+    them its quota is released.
     """
     locked = Job.objects.select_for_update().get(pk=job.pk)
     source = JobStatus(locked.status)
@@ -66,6 +68,10 @@ def job_transition(
         return False
     if not is_legal(source, to):
         raise IllegalTransition(locked.pk, source.value, to.value)
+    if to in HOLDS_QUOTA and source not in HOLDS_QUOTA:
+        # Admission takes the quota here, under the job's row lock (then the quota rows: the fixed
+        # lock order of quotas.services); QuotaDenied leaves the job where it was.
+        quota_reserve(job=locked, team=locked.team, user_id=locked.user_id, gpu_milli=locked.total_gpu_milli)
     fields = _apply_transition(locked, source, to, reason, failure_category, timezone.now())
     locked.save(update_fields=fields)
     JobEvent.objects.create(

@@ -55,8 +55,9 @@ LEGAL_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     S.STOPPED: frozenset(),
 }
 
-# States in which a job holds quota (reserved at admission to the queue, released at the end).
-HOLDS_QUOTA = frozenset({S.QUEUED, S.ADMITTED, S.STARTING, S.RUNNING, S.PREEMPTING, S.REQUEUED, S.STOPPING})
+# States in which a job holds quota (reserved when the cycle admits it, released at its end and when
+# it is preempted or requeued).
+HOLDS_QUOTA = frozenset({S.ADMITTED, S.STARTING, S.RUNNING, S.PREEMPTING, S.STOPPING})
 # States in which a job holds (or is about to hold) GPUs on the cluster.
 HOLDS_PLACEMENT = frozenset({S.ADMITTED, S.STARTING, S.RUNNING, S.PREEMPTING, S.STOPPING})
 # States in which a job's current run accrues attained service (its processes hold GPUs and run).

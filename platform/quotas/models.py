@@ -18,6 +18,12 @@ class Quota(models.Model):
     max_concurrent_jobs = models.PositiveIntegerField(default=20)
     gpu_hours_per_month = models.FloatField(default=1000.0)
     per_user_gpu_milli = models.PositiveIntegerField(default=8000)
+    # How much of its unused guarantee other teams may borrow (None: all of it).
+    lending_limit_gpu_milli = models.PositiveIntegerField(null=True, blank=True)
+    # Who may submit with the priority class ``urgent`` (set by an admin).
+    urgent_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="urgent_quotas")
+    # The month ("2026-12") whose 80 % budget warning was already written: one warning a month.
+    budget_warned_month = models.CharField(max_length=7, blank=True, default="")
     # Running totals kept by quota services under row locks (never edited by hand).
     used_gpu_milli = models.PositiveIntegerField(default=0)
     used_jobs = models.PositiveIntegerField(default=0)
@@ -39,12 +45,16 @@ class UserUsage(models.Model):
 
 
 class UsageEntry(models.Model):
-    """Ledger: the quota a job reserved, when it was released, and the GPU-hours it consumed."""
+    """Ledger: the quota one admission of a job reserved, when it was released (end of the job, or its
+    preemption), and the GPU-hours it consumed. A job preempted and admitted again has one row per
+    admission; at most one of them is open (``released_at`` null)."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="usage_entries")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="usage_entries")
-    job = models.OneToOneField("jobs.Job", on_delete=models.CASCADE, related_name="usage_entry")
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="usage_entries")
     gpu_milli = models.PositiveIntegerField()
+    # The part of ``gpu_milli`` beyond the team's guarantee when it was admitted (borrowed GPUs).
+    borrowed_gpu_milli = models.PositiveIntegerField(default=0)
     reserved_at = models.DateTimeField(default=timezone.now)
     released_at = models.DateTimeField(null=True, blank=True)
     gpu_hours = models.FloatField(default=0.0)
@@ -52,6 +62,13 @@ class UsageEntry(models.Model):
     class Meta:
         ordering = ["-reserved_at"]
         verbose_name_plural = "usage entries"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job"],
+                condition=models.Q(released_at__isnull=True),
+                name="one_open_usage_entry_per_job",
+            )
+        ]
 
 
 class RunUsage(models.Model):
@@ -81,3 +98,40 @@ class RunUsage(models.Model):
     @property
     def gpu_hours(self) -> float:
         return self.gpu_milli / 1000.0 * max(0.0, (self.ended_at - self.started_at).total_seconds()) / 3600.0
+
+
+class BudgetGrant(models.Model):
+    """Extra GPU-hours an admin granted a team for one month (audited: who, when, why)."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budget_grants")
+    month = models.CharField(max_length=7, help_text='The month it counts for, "YYYY-MM" (UTC)')
+    gpu_hours = models.FloatField()
+    granted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="budget_grants"
+    )
+    reason = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_hours:g} GPU-h for {self.team} in {self.month}"
+
+
+class QuotaEvent(models.Model):
+    """What happened to a team's quota: limit changes, budget grants, the 80 % budget warning."""
+
+    class Kind(models.TextChoices):
+        LIMITS_SET = "limits_set", "limits set"
+        BUDGET_GRANT = "budget_grant", "budget grant"
+        BUDGET_WARNING = "budget_warning", "budget warning"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quota_events")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    message = models.CharField(max_length=1000)
+    actor = models.CharField(max_length=150)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]

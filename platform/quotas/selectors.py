@@ -1,16 +1,21 @@
-"""Reads of quotas: each team's usage against its limits, including GPU-hours this month."""
+"""Reads of quotas: each team's usage against its limits (GPU-hours this month, budget, decayed usage
+and fair-share factor, waiting jobs), and the cohort's state as the scheduling policy sees it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Q, QuerySet, Sum
+from django.conf import settings
+from django.db.models import F, Q, QuerySet, Sum
 from django.utils import timezone
 
 from accounts.models import Team
-from quotas.models import Quota, RunUsage, UsageEntry, UserUsage
+from quotas.models import Quota, QuotaEvent, RunUsage, UsageEntry, UserUsage
+from scheduler.policy import fair_share
+from scheduler.policy.cohort import TeamQuota
 
 
 def month_start(now: datetime | None = None) -> datetime:
@@ -47,8 +52,12 @@ def gpu_hours_this_month(*, team: Team, now: datetime | None = None) -> float:
         runs.setdefault(run.job_id, []).append(run)
     with_runs = set(RunUsage.objects.filter(team=team).values_list("job_id", flat=True).distinct())
     total = 0.0
+    counted: set[int] = set()  # a job admitted more than once has one entry per admission
     for entry in entries:
         if entry.job_id in with_runs or entry.job.run_started_at is not None:
+            if entry.job_id in counted:
+                continue
+            counted.add(entry.job_id)
             for run in runs.get(entry.job_id, []):
                 total += run.gpu_milli / 1000.0 * _overlap_hours(run.started_at, run.ended_at, start)
             if entry.released_at is None and entry.job.run_started_at is not None:
@@ -65,6 +74,85 @@ def gpu_hours_this_month(*, team: Team, now: datetime | None = None) -> float:
             continue
         total += entry.gpu_hours * min(1.0, _overlap_hours(began, entry.released_at, start) / duration)
     return total
+
+
+def _half_life_s() -> float:
+    return float(getattr(settings, "QUOTA_USAGE_HALF_LIFE_DAYS", 7.0)) * 86400.0
+
+
+def decayed_gpu_hours(*, now: datetime | None = None, half_life_s: float | None = None) -> dict[int, float]:
+    """Each team's GPU-hours with an exponential decay (``QUOTA_USAGE_HALF_LIFE_DAYS``), by team id:
+    the finished runs of the run ledger plus the current runs of running jobs, each counting its GPU
+    share (``scheduler.policy.fair_share.decayed_gpu_hours``, exact). Runs older than 30 half-lives
+    add less than a billionth and are not read."""
+    from jobs.models import Job
+    from jobs.states import RUNS
+
+    now = now or timezone.now()
+    half = _half_life_s() if half_life_s is None else half_life_s
+    at = now.timestamp()
+    runs: dict[int, list[tuple[float, float, float]]] = defaultdict(list)
+    ledger = RunUsage.objects.all()
+    if half > 0:
+        ledger = ledger.filter(ended_at__gte=now - timedelta(seconds=30 * half))
+    for team_id, started, ended, milli in ledger.values_list(
+        "team_id", "started_at", "ended_at", "gpu_milli"
+    ):
+        runs[team_id].append((started.timestamp(), ended.timestamp(), milli / 1000.0))
+    current = Job.objects.filter(status__in=[s.value for s in RUNS], run_started_at__isnull=False)
+    for job in current.only("team_id", "run_started_at", "gpus", "gpu_milli", "replicas"):
+        runs[job.team_id].append((job.run_started_at.timestamp(), at, job.total_gpu_milli / 1000.0))
+    return {team_id: fair_share.decayed_gpu_hours(r, now=at, half_life_s=half) for team_id, r in runs.items()}
+
+
+def fair_share_factors(*, now: datetime | None = None) -> tuple[dict[int, float], dict[int, float]]:
+    """(decayed GPU-hours, fair-share factor) of every team with a quota, by team id."""
+    usage = decayed_gpu_hours(now=now)
+    guarantees = {
+        team_id: float(g) for team_id, g in Quota.objects.values_list("team_id", "guaranteed_gpu_milli")
+    }
+    factors = fair_share.fair_share_factors(
+        {str(t): u for t, u in usage.items()}, {str(t): g for t, g in guarantees.items()}
+    )
+    return ({t: usage.get(t, 0.0) for t in guarantees}, {t: factors[str(t)] for t in guarantees})
+
+
+def cohort_quotas(
+    *, held_for: dict[int, int] | None = None, now: datetime | None = None
+) -> dict[str, TeamQuota]:
+    """The policy's view of every team's quota (``scheduler.policy.cohort.TeamQuota``), by team slug.
+
+    ``held_for``: milli-GPU of each team's jobs waiting outside the policy's queue for GPUs being
+    freed for them (by team id)."""
+    from quotas.services import team_quota
+
+    _usage, factors = fair_share_factors(now=now)
+    users: dict[int, dict[str, int]] = defaultdict(dict)
+    for team_id, username, milli in UserUsage.objects.filter(used_gpu_milli__gt=0).values_list(
+        "team_id", "user__username", "used_gpu_milli"
+    ):
+        users[team_id][username] = milli
+    out: dict[str, TeamQuota] = {}
+    for quota in Quota.objects.select_related("team"):
+        state = team_quota(
+            quota=quota,
+            team=quota.team,
+            user_used=users.get(quota.team_id, {}),
+            budget_used=gpu_hours_this_month(team=quota.team, now=now),
+        )
+        out[quota.team.slug] = replace(
+            state,
+            fair_share=factors.get(quota.team_id, 1.0),
+            held_for_milli=(held_for or {}).get(quota.team_id, 0),
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class WaitingJob:
+    job_id: int
+    name: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -84,14 +172,55 @@ class QuotaUsage:
     gpu_hours_per_month: float
     gpu_hours_this_month: float
     updated_at: datetime
+    lending_limit_gpu_milli: int | None = None
+    decayed_gpu_hours: float = 0.0
+    fair_share_factor: float = 1.0
+    budget_gpu_hours: float = 0.0
+    waiting_jobs: tuple[WaitingJob, ...] = ()
 
     @property
     def free_gpu_milli(self) -> int:
         return max(0, self.max_gpu_milli - self.used_gpu_milli)
 
+    @property
+    def borrowed_gpu_milli(self) -> int:
+        """What the team holds beyond its guarantee now (idle GPUs lent to it by the cohort)."""
+        return max(0, self.used_gpu_milli - self.guaranteed_gpu_milli)
 
-def quota_usage(*, team: Team, user: Any = None) -> QuotaUsage:
-    """Usage vs limits of ``team``; a team without a quota row reports the defaults and no usage."""
+    @property
+    def budget_used_fraction(self) -> float:
+        return self.gpu_hours_this_month / self.budget_gpu_hours if self.budget_gpu_hours > 0 else 1.0
+
+    @property
+    def budget_warning(self) -> bool:
+        """At least 80 % of this month's budget is used (the dashboard's warning)."""
+        from quotas.services import BUDGET_WARNING_FRACTION
+
+        return self.budget_used_fraction >= BUDGET_WARNING_FRACTION
+
+
+WAITING_SHOWN = 50
+
+
+def _waiting(team: Team) -> tuple[WaitingJob, ...]:
+    from jobs.models import Job
+    from jobs.states import JobStatus
+
+    rows = (
+        Job.objects.filter(team=team, status=JobStatus.QUEUED.value)
+        .order_by(F("queue_position").asc(nulls_last=True), "submitted_at", "id")
+        .values_list("pk", "name", "pending_reason")[:WAITING_SHOWN]
+    )
+    return tuple(WaitingJob(job_id=pk, name=name, reason=reason) for pk, name, reason in rows)
+
+
+def quota_usage(
+    *, team: Team, user: Any = None, shares: tuple[dict[int, float], dict[int, float]] | None = None
+) -> QuotaUsage:
+    """Usage vs limits of ``team``; a team without a quota row reports the defaults and no usage.
+    ``shares``: :func:`fair_share_factors` when the caller computed it already (one for all teams)."""
+    from quotas.services import budget_gpu_hours
+
     quota = Quota.objects.filter(team=team).first() or Quota(team=team)
     caller = 0
     if user is not None and getattr(user, "is_authenticated", False):
@@ -99,6 +228,7 @@ def quota_usage(*, team: Team, user: Any = None) -> QuotaUsage:
             UserUsage.objects.filter(team=team, user=user).values_list("used_gpu_milli", flat=True).first()
             or 0
         )
+    usage, factors = shares if shares is not None else fair_share_factors()
     return QuotaUsage(
         team_id=team.pk,
         team_slug=team.slug,
@@ -113,11 +243,21 @@ def quota_usage(*, team: Team, user: Any = None) -> QuotaUsage:
         gpu_hours_per_month=quota.gpu_hours_per_month,
         gpu_hours_this_month=round(gpu_hours_this_month(team=team), 6),
         updated_at=quota.updated_at,
+        lending_limit_gpu_milli=quota.lending_limit_gpu_milli,
+        decayed_gpu_hours=round(usage.get(team.pk, 0.0), 6),
+        fair_share_factor=round(factors.get(team.pk, 1.0), 6),
+        budget_gpu_hours=budget_gpu_hours(quota=quota),
+        waiting_jobs=_waiting(team),
     )
 
 
 def quota_usages(*, teams: QuerySet[Team] | list[Team], user: Any = None) -> list[QuotaUsage]:
-    return [quota_usage(team=team, user=user) for team in teams]
+    shares = fair_share_factors()
+    return [quota_usage(team=team, user=user, shares=shares) for team in teams]
+
+
+def budget_events(*, team: Team, limit: int = 20) -> QuerySet[QuotaEvent]:
+    return QuotaEvent.objects.filter(team=team).order_by("-created_at", "-id")[:limit]
 
 
 def attained_gpu_seconds(*, job_ids: list[int]) -> dict[int, float]:

@@ -1,8 +1,11 @@
-"""Quota admission and release. Callers hold the transaction; rows are locked in a fixed order.
+"""Quota admission and release, budgets and their grants. Callers hold the transaction; rows are
+locked in a fixed order.
 
-Lock order (always the same, so concurrent submissions cannot deadlock): Quota row of the team, then
-the UserUsage row of (team, user). Admission checks and updates the running totals under those locks,
-so N concurrent submissions can never overshoot a limit.
+Quota is taken at admission (the scheduling cycle moving a job QUEUED -> ADMITTED), not at submit,
+and given back when the job ends or is preempted. Lock order (always the same, so concurrent cycles,
+cancels and syncs cannot deadlock): the Job row, then the Quota row of its team, then the UserUsage
+row of (team, user). Admission checks and updates the running totals under those locks, so
+concurrent admissions can never overshoot a limit.
 """
 
 from __future__ import annotations
@@ -14,18 +17,23 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Sum
 from django.utils import timezone
 
 from accounts.models import Team
-from quotas.models import Quota, RunUsage, UsageEntry, UserUsage
+from quotas.models import BudgetGrant, Quota, QuotaEvent, RunUsage, UsageEntry, UserUsage
+from scheduler.policy.cohort import TeamQuota, admission_problem
 
 audit = logging.getLogger("audit")
+
+BUDGET_WARNING_FRACTION = 0.8
+MAX_GRANT_GPU_HOURS = 1_000_000.0
 
 
 @dataclass(frozen=True)
 class QuotaDenied(Exception):
-    """The request exceeds a quota limit; ``field`` names the limit, ``message`` says what to do."""
+    """Admitting the job now would exceed a quota limit; ``field`` names the limit, ``message`` is the
+    waiting reason ("waiting for quota: team X uses 8 of 8 GPUs"). The job waits; it is not refused."""
 
     field: str
     message: str
@@ -44,6 +52,11 @@ def _lock_user_usage(team: Team, user_id: int) -> UserUsage:
     return UserUsage.objects.select_for_update().get(pk=usage.pk)
 
 
+def month_key(now: datetime | None = None) -> str:
+    """The budget month of ``now`` (UTC), as "YYYY-MM"."""
+    return (now or timezone.now()).strftime("%Y-%m")
+
+
 def month_gpu_hours(team: Team) -> float:
     """GPU-hours ``team`` used since the start of this month (UTC). See quotas.selectors."""
     from quotas.selectors import gpu_hours_this_month
@@ -51,51 +64,124 @@ def month_gpu_hours(team: Team) -> float:
     return gpu_hours_this_month(team=team)
 
 
+def budget_gpu_hours(*, quota: Quota, month: str | None = None) -> float:
+    """The team's GPU-hour budget of ``month`` (default: this one): the monthly budget plus the hours
+    an admin granted for that month."""
+    granted = BudgetGrant.objects.filter(team_id=quota.team_id, month=month or month_key()).aggregate(
+        total=Sum("gpu_hours")
+    )["total"]
+    return float(quota.gpu_hours_per_month) + float(granted or 0.0)
+
+
 def _hours_so_far(entry: UsageEntry) -> float:
     return entry.gpu_milli / 1000.0 * (timezone.now() - entry.reserved_at).total_seconds() / 3600.0
 
 
+_FIELDS = {
+    "concurrent jobs": "max_concurrent_jobs",
+    "per-user cap": "per_user_gpu_milli",
+    "budget": "gpu_hours_per_month",
+}
+
+
+def _denied_field(message: str) -> str:
+    return next((f for words, f in _FIELDS.items() if words in message), "max_gpu_milli")
+
+
+def team_quota(*, quota: Quota, team: Team, user_used: dict[str, int], budget_used: float) -> TeamQuota:
+    """The policy's view (scheduler.policy.cohort.TeamQuota) of one team's quota row."""
+    return TeamQuota(
+        team=team.slug,
+        name=team.name,
+        guaranteed_milli=quota.guaranteed_gpu_milli,
+        max_milli=quota.max_gpu_milli,
+        used_milli=quota.used_gpu_milli,
+        max_jobs=quota.max_concurrent_jobs,
+        used_jobs=quota.used_jobs,
+        per_user_milli=quota.per_user_gpu_milli,
+        user_used_milli=user_used,
+        budget_gpu_h=budget_gpu_hours(quota=quota),
+        budget_used_gpu_h=budget_used,
+        lending_limit_milli=quota.lending_limit_gpu_milli,
+    )
+
+
 @transaction.atomic
-def quota_reserve(*, job: object, team: Team, user_id: int, gpu_milli: int) -> UsageEntry:
-    """Reserve ``gpu_milli`` for ``job`` against the team's quota, or raise :class:`QuotaDenied`."""
+def quota_reserve(*, job: Any, team: Team, user_id: int, gpu_milli: int) -> UsageEntry:
+    """Reserve ``gpu_milli`` for ``job`` against the team's quota (admission), or raise
+    :class:`QuotaDenied` with the waiting reason. The limits are those of
+    ``scheduler.policy.cohort.admission_problem``: maximum, per-user cap, concurrent jobs, monthly
+    budget. The part beyond the team's guarantee is recorded as borrowed. The caller locks the job's
+    row first (lock order: Job, Quota, UserUsage), so admission, cancels and releases never deadlock."""
     quota = _lock_quota(team)
     usage = _lock_user_usage(team, user_id)
-    if quota.used_jobs + 1 > quota.max_concurrent_jobs:
-        raise QuotaDenied(
-            "max_concurrent_jobs",
-            f"team {team.name} already has {quota.used_jobs} of {quota.max_concurrent_jobs} concurrent jobs",
-        )
-    if quota.used_gpu_milli + gpu_milli > quota.max_gpu_milli:
-        free = quota.max_gpu_milli - quota.used_gpu_milli
-        raise QuotaDenied(
-            "gpus",
-            f"team {team.name} has {free / 1000:g} GPU(s) of quota left; this job needs {gpu_milli / 1000:g}",
-        )
-    if usage.used_gpu_milli + gpu_milli > quota.per_user_gpu_milli:
-        raise QuotaDenied(
-            "gpus",
-            f"your per-user cap in team {team.name} is {quota.per_user_gpu_milli / 1000:g} GPU(s); "
-            f"you hold {usage.used_gpu_milli / 1000:g}",
-        )
-    if gpu_milli and month_gpu_hours(team) >= quota.gpu_hours_per_month:
-        raise QuotaDenied(
-            "gpu_hours_per_month",
-            f"team {team.name} has used its {quota.gpu_hours_per_month:g} GPU-hours for this month",
-        )
+    user = getattr(job, "user", None)
+    username = user.get_username() if user is not None else str(user_id)
+    state = team_quota(
+        quota=quota,
+        team=team,
+        user_used={username: usage.used_gpu_milli},
+        budget_used=month_gpu_hours(team) if gpu_milli else 0.0,
+    )
+    problem = admission_problem(state, username, gpu_milli)
+    if problem is not None:
+        raise QuotaDenied(_denied_field(problem), problem)
+    borrowed = max(0, quota.used_gpu_milli + gpu_milli - quota.guaranteed_gpu_milli) - state.borrowed_milli
     Quota.objects.filter(pk=quota.pk).update(
         used_gpu_milli=F("used_gpu_milli") + gpu_milli,
         used_jobs=F("used_jobs") + 1,
         updated_at=timezone.now(),
     )
     UserUsage.objects.filter(pk=usage.pk).update(used_gpu_milli=F("used_gpu_milli") + gpu_milli)
-    return UsageEntry.objects.create(team=team, user_id=user_id, job=job, gpu_milli=gpu_milli)
+    entry = UsageEntry.objects.create(
+        team=team, user_id=user_id, job=job, gpu_milli=gpu_milli, borrowed_gpu_milli=max(0, borrowed)
+    )
+    if gpu_milli:
+        budget_warn_if_due(team=team, quota=quota, used=state.budget_used_gpu_h)
+    return entry
+
+
+def budget_warn_if_due(*, team: Team, quota: Quota, used: float | None = None) -> QuotaEvent | None:
+    """Write the month's budget warning once the team has used 80 % of its budget (once a month)."""
+    month = month_key()
+    if quota.budget_warned_month == month:
+        return None
+    budget = budget_gpu_hours(quota=quota, month=month)
+    used = month_gpu_hours(team) if used is None else used
+    if budget <= 0 or used < BUDGET_WARNING_FRACTION * budget:
+        return None
+    if (
+        not Quota.objects.filter(pk=quota.pk)
+        .exclude(budget_warned_month=month)
+        .update(budget_warned_month=month)
+    ):
+        return None  # another admission wrote it first
+    message = (
+        f"team {team.name} has used {used:.1f} of its {budget:g} GPU-h budget this month "
+        f"({used / budget:.0%}); jobs wait once it is used up"
+    )
+    audit.info("budget warning: %s %s", team.slug, message)
+    return QuotaEvent.objects.create(
+        team=team, kind=QuotaEvent.Kind.BUDGET_WARNING, message=message, actor="system"
+    )
+
+
+def _entry_gpu_hours(entry: UsageEntry, given: float | None) -> float:
+    """GPU-hours of one admission: the runs of the ledger that ended after it reserved (a job admitted again
+    after a preemption has one entry per admission); ``given`` (else the time since the reservation)
+    for a job whose runs predate the run ledger."""
+    runs = RunUsage.objects.filter(job_id=entry.job_id)
+    if runs.exists():
+        return sum(run.gpu_hours for run in runs.filter(ended_at__gte=entry.reserved_at))
+    return given if given is not None else _hours_so_far(entry)
 
 
 @transaction.atomic
 def quota_release(*, job_id: int, gpu_hours: float | None = None) -> bool:
-    """Give back what ``job_id`` reserved. Idempotent: returns False if already released."""
-    entry = UsageEntry.objects.select_related("team").filter(job_id=job_id).first()
-    if entry is None or entry.released_at is not None:
+    """Give back what ``job_id``'s current admission reserved (at its end, or when it is preempted or
+    requeued). Idempotent: returns False if nothing is held."""
+    entry = UsageEntry.objects.select_related("team").filter(job_id=job_id, released_at__isnull=True).first()
+    if entry is None:
         return False
     quota = _lock_quota(entry.team)
     usage = _lock_user_usage(entry.team, entry.user_id)
@@ -103,7 +189,7 @@ def quota_release(*, job_id: int, gpu_hours: float | None = None) -> bool:
     if entry.released_at is not None:
         return False
     entry.released_at = timezone.now()
-    entry.gpu_hours = gpu_hours if gpu_hours is not None else _hours_so_far(entry)
+    entry.gpu_hours = _entry_gpu_hours(entry, gpu_hours)
     entry.save(update_fields=["released_at", "gpu_hours"])
     Quota.objects.filter(pk=quota.pk).update(
         used_gpu_milli=F("used_gpu_milli") - entry.gpu_milli,
@@ -112,6 +198,36 @@ def quota_release(*, job_id: int, gpu_hours: float | None = None) -> bool:
     )
     UserUsage.objects.filter(pk=usage.pk).update(used_gpu_milli=F("used_gpu_milli") - entry.gpu_milli)
     return True
+
+
+@transaction.atomic
+def budget_grant(
+    *, team: Team, gpu_hours: float, actor: Any, reason: str = "", month: str | None = None
+) -> BudgetGrant:
+    """Grant ``team`` extra GPU-hours for ``month`` (default: this one); audited (a QuotaEvent and the
+    audit log). Jobs waiting for the budget are admitted by the next cycle. ValidationError for a
+    non-positive or absurd amount."""
+    if (
+        isinstance(gpu_hours, bool)
+        or not isinstance(gpu_hours, int | float)
+        or not 0 < gpu_hours <= MAX_GRANT_GPU_HOURS
+    ):
+        raise ValidationError(
+            {"gpu_hours": [f"Must be a number above 0 and at most {MAX_GRANT_GPU_HOURS:g}."]}
+        )
+    quota = _lock_quota(team)
+    month = month or month_key()
+    grant = BudgetGrant.objects.create(
+        team=team, month=month, gpu_hours=float(gpu_hours), granted_by=actor, reason=reason[:500]
+    )
+    who = getattr(actor, "username", str(actor))
+    message = f"{gpu_hours:g} extra GPU-h for {month} granted by {who}" + (f": {reason}" if reason else "")
+    QuotaEvent.objects.create(team=team, kind=QuotaEvent.Kind.BUDGET_GRANT, message=message[:1000], actor=who)
+    # A new grant can push the team back under 80 %: the warning may be written again this month.
+    if quota.budget_warned_month == month:
+        Quota.objects.filter(pk=quota.pk).update(budget_warned_month="")
+    audit.info("budget grant: %s %s", team.slug, message)
+    return grant
 
 
 def las_gpus(*, gpus: int, gpu_milli: int, replicas: int) -> int:
@@ -149,7 +265,11 @@ QUOTA_LIMITS: dict[str, float] = {
     "max_concurrent_jobs": 1_000_000,
     "gpu_hours_per_month": 100_000_000.0,
     "per_user_gpu_milli": 10_000_000,
+    # None (null): others may borrow all of the team's unused guarantee.
+    "lending_limit_gpu_milli": 10_000_000,
 }
+# Limits that may be set to None.
+NULLABLE_LIMITS = frozenset({"lending_limit_gpu_milli"})
 
 
 def quota_limit_errors(*, quota: Quota, limits: dict[str, Any]) -> dict[str, list[str]]:
@@ -158,6 +278,8 @@ def quota_limit_errors(*, quota: Quota, limits: dict[str, Any]) -> dict[str, lis
     for name, value in limits.items():
         if name not in QUOTA_LIMITS:
             errors[name] = ["Unknown quota limit."]
+            continue
+        if value is None and name in NULLABLE_LIMITS:
             continue
         is_float = isinstance(QUOTA_LIMITS[name], float)
         valid_type = isinstance(value, int | float) if is_float else isinstance(value, int)
@@ -179,8 +301,8 @@ def quota_set(*, team: Team, actor: Any, **limits: Any) -> Quota:
 
     Raises ValidationError with field messages (see :func:`quota_limit_errors`) for unknown names,
     negative or non-numeric values, or a guarantee above the maximum. Lowering a limit below current
-    usage is allowed: running jobs keep running, new submissions are refused until usage falls. The
-    running totals are never set here.
+    usage is allowed: running jobs keep running, new jobs wait until usage falls. The running totals
+    are never set here. Audited: a QuotaEvent and the audit log.
     """
     quota = _lock_quota(team)
     errors = quota_limit_errors(quota=quota, limits=limits)
@@ -190,5 +312,10 @@ def quota_set(*, team: Team, actor: Any, **limits: Any) -> Quota:
         setattr(quota, name, value)
     quota.updated_at = timezone.now()
     quota.save(update_fields=[*limits, "updated_at"])
-    audit.info("quota set: %s %s by %s", team.slug, limits, getattr(actor, "username", actor))
+    who = getattr(actor, "username", str(actor))
+    shown = ", ".join(f"{name}={value}" for name, value in sorted(limits.items()))
+    QuotaEvent.objects.create(
+        team=team, kind=QuotaEvent.Kind.LIMITS_SET, message=f"limits set by {who}: {shown}"[:1000], actor=who
+    )
+    audit.info("quota set: %s %s by %s", team.slug, limits, who)
     return quota

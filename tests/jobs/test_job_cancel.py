@@ -22,9 +22,9 @@ def _move(job: Job, *path: JobStatus) -> Job:
     return job
 
 
-def test_cancelling_a_queued_job_stops_it_and_releases_its_quota(submit_job, member, team) -> None:
+def test_cancelling_a_queued_job_stops_it_holding_no_quota(submit_job, member, team) -> None:
     job = submit_job(member)
-    assert Quota.objects.get(team=team).used_gpu_milli == 250
+    assert Quota.objects.get(team=team).used_gpu_milli == 0  # quota is taken at admission
 
     job_cancel(job=job, user=member)
 
@@ -146,4 +146,4 @@ def test_clone_submits_the_same_spec_as_a_new_job(submit_job, member, owner, tea
     same = ["team_id", "image_id", "command", "env", "gpu_milli", "gpu_memory_mib", "sim_duration_seconds"]
     assert [getattr(clone, f) for f in same] == [getattr(original, f) for f in same]
     assert JobEvent.objects.get(job=clone, to_status="SUBMITTED").reason == f"clone of job {original.pk}"
-    assert Quota.objects.get(team=team).used_gpu_milli == 600
+    assert Quota.objects.get(team=team).used_gpu_milli == 0  # queued jobs hold no quota before admission

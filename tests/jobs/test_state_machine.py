@@ -97,7 +97,7 @@ def test_quota_is_released_exactly_when_the_job_stops_holding_it(target, team, m
 
 
 @pytest.mark.django_db
-def test_a_preemption_goes_through_preempting_and_requeued_keeping_its_quota(team, member, image) -> None:
+def test_a_preemption_goes_through_preempting_and_requeued_releasing_its_quota(team, member, image) -> None:
     job = _job_in(JobStatus.RUNNING, team=team, user=member, image=image)
 
     for status in (JobStatus.PREEMPTING, JobStatus.REQUEUED, JobStatus.QUEUED):
@@ -108,7 +108,8 @@ def test_a_preemption_goes_through_preempting_and_requeued_keeping_its_quota(tea
         "REQUEUED",
         "QUEUED",
     ]
-    assert Quota.objects.get(team=team).used_gpu_milli == 1000
+    # Quota is released on preemption and taken again when the cycle admits the job anew.
+    assert Quota.objects.get(team=team).used_gpu_milli == 0
     job.refresh_from_db()
     assert job.preempted_at is not None  # kept until the next run starts: its restart is time lost too
 

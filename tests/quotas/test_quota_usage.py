@@ -14,16 +14,22 @@ from django.utils import timezone
 from jobs.models import Job
 from jobs.services import job_transition
 from jobs.states import JobStatus
-from quotas.models import Quota, RunUsage, UsageEntry
+from quotas.models import Quota, QuotaEvent, RunUsage, UsageEntry
 from quotas.selectors import attained_gpu_seconds, gpu_hours_this_month, quota_usage
-from quotas.services import QuotaDenied, quota_set
+from quotas.services import QuotaDenied, budget_grant, quota_set
 
 pytestmark = pytest.mark.django_db
 
 NOW = datetime(2026, 11, 15, 12, 0, tzinfo=UTC)
 
 
+def _admit(job: Job) -> Job:
+    job_transition(job=job, to=JobStatus.ADMITTED, actor="scheduler")
+    return job
+
+
 def _run(job: Job, *, started: datetime, finished: datetime | None = None) -> None:
+    _admit(job)
     Job.objects.filter(pk=job.pk).update(started_at=started)
     UsageEntry.objects.filter(job=job).update(reserved_at=started - timedelta(minutes=5))
     if finished is not None:
@@ -34,8 +40,9 @@ def _run(job: Job, *, started: datetime, finished: datetime | None = None) -> No
 
 
 def test_usage_reports_limits_and_what_is_held(submit_job, member, owner, team, api_client_for) -> None:
-    submit_job(member, gpu_milli=None, gpus=2)
-    submit_job(owner, gpu_milli=500)
+    _admit(submit_job(member, gpu_milli=None, gpus=2))
+    _admit(submit_job(owner, gpu_milli=500))
+    submit_job(owner, gpu_milli=500)  # queued: holds nothing yet
 
     body = api_client_for(member).get("/api/v1/quotas/").json()
 
@@ -94,7 +101,9 @@ def test_gpu_hours_and_attained_service_add_up_over_runs_but_not_the_wait_betwee
     job.refresh_from_db()
     assert attained_gpu_seconds(job_ids=[job.pk]) == {job.pk: pytest.approx(3 * 3600, rel=1e-3)}
     assert job.attained_gpu_seconds == pytest.approx(3 * 3600, rel=1e-3)
-    assert UsageEntry.objects.get(job=job).gpu_hours == pytest.approx(3.0, rel=1e-3)
+    # One ledger entry per admission, each with the hours of its own run.
+    hours = list(UsageEntry.objects.filter(job=job).order_by("id").values_list("gpu_hours", flat=True))
+    assert hours == [pytest.approx(1.0, rel=1e-3), pytest.approx(2.0, rel=1e-3)]
     assert list(RunUsage.objects.filter(job=job).order_by("id").values_list("ended_as", flat=True)) == [
         "REQUEUED",
         "SUCCEEDED",
@@ -116,15 +125,51 @@ def test_a_shared_gpu_counts_as_one_gpu_of_attained_service_but_its_share_of_gpu
     assert UsageEntry.objects.get(job=job).gpu_hours == pytest.approx(0.5 * 2, rel=1e-3)
 
 
-def test_a_spent_monthly_budget_refuses_gpu_jobs(submit_job, member, team) -> None:
-    old = submit_job(member, gpu_milli=None, gpus=1)
+def test_a_spent_monthly_budget_makes_gpu_jobs_wait_and_a_grant_releases_them(
+    submit_job, member, team, quota_admin
+) -> None:
+    old = _admit(submit_job(member, gpu_milli=None, gpus=1))
     Job.objects.filter(pk=old.pk).update(started_at=old.submitted_at - timedelta(hours=2))
     Quota.objects.filter(team=team).update(gpu_hours_per_month=1.0)
 
+    waiting = submit_job(member)  # accepted: a spent budget is not a reason to refuse
+    assert waiting.status == "QUEUED"
     with pytest.raises(QuotaDenied) as denied:
-        submit_job(member)
+        _admit(waiting)
     assert denied.value.field == "gpu_hours_per_month"
-    assert submit_job(member, gpu_milli=None, gpus=0).status == "QUEUED"  # CPU jobs still run
+    assert "budget of 1 GPU-h used" in denied.value.message
+    assert _admit(submit_job(member, gpu_milli=None, gpus=0)).status == "ADMITTED"  # CPU jobs still run
+
+    budget_grant(team=team, gpu_hours=5.0, actor=quota_admin, reason="paper deadline")
+
+    assert _admit(waiting).status == "ADMITTED"
+    grant = QuotaEvent.objects.get(team=team, kind="budget_grant")
+    assert grant.actor == quota_admin.username and "5 extra GPU-h" in grant.message
+    assert quota_usage(team=team).budget_gpu_hours == 6.0
+
+
+def test_a_team_past_80_percent_of_its_budget_gets_one_warning_a_month(submit_job, member, team) -> None:
+    Quota.objects.filter(team=team).update(gpu_hours_per_month=10.0)
+    first = _admit(submit_job(member, gpu_milli=None, gpus=1))
+    Job.objects.filter(pk=first.pk).update(started_at=timezone.now() - timedelta(hours=7))
+    _admit(submit_job(member, gpu_milli=None, gpus=1))  # 7 of 10 GPU-h: no warning yet
+    assert not QuotaEvent.objects.filter(kind="budget_warning").exists()
+
+    Job.objects.filter(pk=first.pk).update(started_at=timezone.now() - timedelta(hours=8.5))
+    _admit(submit_job(member, gpu_milli=None, gpus=1))
+    _admit(submit_job(member, gpu_milli=None, gpus=1))
+
+    (warning,) = QuotaEvent.objects.filter(team=team, kind="budget_warning")
+    assert "of its 10 GPU-h budget this month" in warning.message
+    assert quota_usage(team=team).budget_warning is True
+
+
+def test_a_grant_must_be_a_positive_number_of_hours(team, quota_admin) -> None:
+    for bad in (0, -3, "many", True):
+        with pytest.raises(ValidationError) as error:
+            budget_grant(team=team, gpu_hours=bad, actor=quota_admin)
+        assert "gpu_hours" in error.value.message_dict
+    assert not QuotaEvent.objects.exists()
 
 
 def test_quota_set_changes_only_the_named_limits(team) -> None:
