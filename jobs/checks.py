@@ -39,6 +39,22 @@ def check_scheduler_policy(app_configs: Any = None, **kwargs: Any) -> list[Check
                 id="jobs.E030",
             )
         )
+    thresholds = list(settings.SCHEDULER_LAS_THRESHOLDS_GPU_S)
+    if any(t <= 0 for t in thresholds) or thresholds != sorted(set(thresholds)):
+        errors.append(
+            Error(
+                f"SCHEDULER_LAS_THRESHOLDS_GPU_S must be increasing positive GPU-seconds, got {thresholds}",
+                hint="For example 3600,36000 (Tiresias' 1 and 10 GPU-h).",
+                id="jobs.E032",
+            )
+        )
+    if not settings.SCHEDULER_ROUND_SECONDS > 0:
+        errors.append(
+            Error(
+                f"SCHEDULER_ROUND_SECONDS must be positive, got {settings.SCHEDULER_ROUND_SECONDS}",
+                id="jobs.E033",
+            )
+        )
     grace = settings.PREEMPTION_GRACE_SECONDS
     if not 0 <= grace <= MAX_PREEMPTION_GRACE_SECONDS:
         errors.append(

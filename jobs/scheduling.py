@@ -164,6 +164,9 @@ def active_policy() -> Any:
     name = settings.SCHEDULER_PROFILE
     if name and name != "default" and dataclasses.is_dataclass(policy) and hasattr(policy, "profile"):
         policy = dataclasses.replace(policy, profile=profiles.get_profile(name))  # type: ignore[type-var]
+    thresholds = tuple(settings.SCHEDULER_LAS_THRESHOLDS_GPU_S)
+    if thresholds and dataclasses.is_dataclass(policy) and hasattr(policy, "las_thresholds"):
+        policy = dataclasses.replace(policy, las_thresholds=thresholds)  # type: ignore[type-var]
     return policy
 
 
@@ -225,8 +228,8 @@ def _running_jobs(snapshot: ClusterSnapshot, now: float) -> list[RunningJob]:
 
 def _is_round(now: float) -> bool:
     """Whether the periodic rules (preemption, unpacking, drains) run in this cycle: once per
-    ``ROUND_S`` window of the clock, as the simulator's rounds."""
-    window = int(now // ROUND_S)
+    ``SCHEDULER_ROUND_SECONDS`` window of the clock (``ROUND_S``, as the simulator's rounds, by default)."""
+    window = int(now // (settings.SCHEDULER_ROUND_SECONDS or ROUND_S))
     if cache.get(ROUND_KEY) == window:
         return False
     cache.set(ROUND_KEY, window, timeout=None)

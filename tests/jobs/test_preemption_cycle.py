@@ -247,13 +247,6 @@ def test_the_view_carries_attained_service_run_start_and_preemption_rules(
     assert queued.group == image.name
 
 
-def _policy_preempts() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("scheduler.policy.preemption") is not None
-
-
-@pytest.mark.skipif(not _policy_preempts(), reason="scheduler.policy has no preemption rules yet")
 def test_the_real_policy_preempts_a_long_job_for_a_new_one_and_names_the_rule(
     sim, clock, researcher, image, settings
 ) -> None:

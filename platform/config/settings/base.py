@@ -286,6 +286,11 @@ SCHEDULER_PROFILE = env_str("SCHEDULER_PROFILE", "default")
 # of a preempted job (a job may set its own).
 SCHEDULER_POLICY = env_str("SCHEDULER_POLICY", "ours")
 PREEMPTION_GRACE_SECONDS = env_float("PREEMPTION_GRACE_SECONDS", 30.0)
+# How often the policy's periodic rules (preemption, unpacking, drains) run, and the policy's 2D-LAS
+# level thresholds in GPU-seconds (empty: the policy's own). Both are the simulator's defaults; a small
+# cluster or a demonstration may want shorter ones (README, Configuration).
+SCHEDULER_ROUND_SECONDS = env_float("SCHEDULER_ROUND_SECONDS", 360.0)
+SCHEDULER_LAS_THRESHOLDS_GPU_S = [float(x) for x in env_list("SCHEDULER_LAS_THRESHOLDS_GPU_S", [])]
 # Half-life of the decayed GPU-hour usage behind the teams' fair share (docs/quotas.md).
 QUOTA_USAGE_HALF_LIFE_DAYS = env_float("QUOTA_USAGE_HALF_LIFE_DAYS", 7.0)
 CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", "simulated")
