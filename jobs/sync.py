@@ -349,10 +349,10 @@ def _active_jobs() -> list[_ActiveJob]:
     return list(jobs.values())
 
 
-def _changes(by_job: dict[str, list[TaskStatus]]) -> list[_Change]:
+def _changes(active: list[_ActiveJob], by_job: dict[str, list[TaskStatus]]) -> list[_Change]:
     """The active jobs whose reported tasks differ from their rows, or that must move."""
     out = []
-    for job in _active_jobs():
+    for job in active:
         statuses = by_job.get(str(job.pk), [])
         edits = []
         for st in statuses:
@@ -404,7 +404,7 @@ def _sync_active(
     backend: ClusterBackend,
     step: Callable[[], None],
     batch_size: int,
-) -> None:
+) -> set[int]:
     """STARTING/RUNNING jobs, at a cost that grows with what changed, not with what runs.
 
     Their stored task state comes from two flat queries and is compared with the backend's report;
@@ -412,8 +412,10 @@ def _sync_active(
     transaction: the changed Task rows in one bulk update, then the moves in one bulk transition per
     edge (``_move_many``). A job with a failed task is loaded and takes the per-job path
     (``_sync_job``: stop the gang, then retry or fail), as failures are rare and touch the backend.
+    Returns the ids of the jobs it found active.
     """
-    changes = _changes(by_job)
+    active = _active_jobs()
+    changes = _changes(active, by_job)
     size = max(1, batch_size)
     for start in range(0, len(changes), size):
         batch = changes[start : start + size]
@@ -431,6 +433,7 @@ def _sync_active(
                     _sync_job(result, job, c.statuses, backend)
         for _ in batch:
             step()
+    return {job.pk for job in active}
 
 
 def sync_status(
@@ -458,10 +461,11 @@ def sync_status(
         if progress is not None and seen % max(1, batch_size) == 0:
             progress()
 
-    _sync_active(result, by_job, backend, step, batch_size)
+    known = _sync_active(result, by_job, backend, step, batch_size)
 
     preempting = Job.objects.filter(status=JobStatus.PREEMPTING.value).order_by("updated_at", "pk")
     for job in preempting.prefetch_related("tasks"):
+        known.add(job.pk)
         _sync_preempting(result, job, by_job.get(str(job.pk), []), backend, job.grace_seconds)
         step()
     if progress is not None:
@@ -471,9 +475,10 @@ def sync_status(
         if job_stop(job_id=job_id, backend=backend):
             result.transitions.append((job_id, JobStatus.STOPPED.value))
 
-    # Tasks still running for jobs that ended (a cancel raced a bind, a worker died mid-way).
+    # Tasks still running for jobs that ended (a cancel raced a bind, a worker died mid-way). Jobs
+    # this pass just read as active or preempting are not asked about again.
     live = {job_id for job_id, sts in by_job.items() if any(not st.phase.finished for st in sts)}
-    ours = {int(j) for j in live if j.isdigit()}
+    ours = {int(j) for j in live if j.isdigit()} - known
     ended = Job.objects.filter(
         pk__in=ours, status__in=[JobStatus.STOPPED.value, JobStatus.FAILED.value, JobStatus.SUCCEEDED.value]
     ).values_list("pk", flat=True)

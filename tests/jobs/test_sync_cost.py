@@ -169,7 +169,7 @@ def test_a_job_another_process_moved_meanwhile_is_not_moved_again(sim, clock, re
     jobs = bound(sim, researcher, image, 3)
     clock.advance(15)
     # A cancel won the race for the first job after the sync read its state: the bulk move skips it.
-    changes = sync._changes({st.job_id: [st] for st in sim.task_statuses()})
+    changes = sync._changes(sync._active_jobs(), {st.job_id: [st] for st in sim.task_statuses()})
     Job.objects.filter(pk=jobs[0].pk).update(status=JobStatus.STOPPING.value)
     result = sync.SyncResult()
     sync._move_many(result, [c for c in changes if c.verdict])
