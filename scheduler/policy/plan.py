@@ -165,7 +165,7 @@ class _ClusterRound:
         r = self.cluster.running[job]
         req = r.request
         return Running(
-            job, req.priority, r.started_at, self.order[job], req.preemptible, req.min_runtime_s,
+            job, job, req.priority, r.started_at, self.order[job], req.preemptible, req.min_runtime_s,
             r.shared, job_gpus(req), len(r.placements), r.rate, req.slowdown_tolerance,
         )  # fmt: skip
 

@@ -63,6 +63,7 @@ class Running(NamedTuple, Generic[J]):
     """What the rules need of one running job."""
 
     job: J
+    name: str  # its job id, for reasons
     priority: int
     started_at: float
     order: int  # submit order (ties of ``started_at``: the larger is the newer)
@@ -264,7 +265,7 @@ def _unpack(policy: Policy, state: RoundState[Any, Any], now: float, out: RoundO
         )
         if victim is None or not evictable(victim, now):
             continue
-        shown = ", ".join(f"{t.job} at {r:.2f}" for t, r in zip(tenants, rates, strict=True))
+        shown = ", ".join(f"{t.name} at {r:.2f}" for t, r in zip(tenants, rates, strict=True))
         why = f"unpack: {state.gpu_label(gpu)} measured {shown} (rule {policy.unpack_rule})"
         others = [t.job for t in tenants if t.job != victim.job]
         _evict(state, out, victim.job, "unpack", victim.job, why, others)

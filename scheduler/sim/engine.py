@@ -62,7 +62,7 @@ from scheduler.policy.packing import (
 )
 from scheduler.policy.queue_sort import QueuePriority
 from scheduler.policy.registry import Policy, with_memo
-from scheduler.policy.round import has_rounds, round_may_act, run_round
+from scheduler.policy.round import RoundOutcome, has_rounds, round_may_act, run_round
 from scheduler.sim.cluster import ClusterSpec
 from scheduler.sim.offer import SimOffer
 from scheduler.sim.perf import PerfModel
@@ -284,6 +284,7 @@ class Simulator(SimOffer):
         self.deferred_offers = 0
         self.unpacks = 0
         self.migrations = 0
+        self.last_round: RoundOutcome | None = None
         ts: list[float] = []
         alloc: list[float] = []
         useful: list[float] = []
@@ -381,4 +382,5 @@ class Simulator(SimOffer):
     def _round(self, now: float) -> bool:
         """The policy's round (``scheduler.policy.round.run_round``) over this state; True when it
         evicted or moved a job (capacity may have been freed)."""
-        return run_round(self.policy, SimRoundState(self, now), now, self.cfg.window).acted
+        self.last_round = run_round(self.policy, SimRoundState(self, now), now, self.cfg.window)
+        return self.last_round.acted

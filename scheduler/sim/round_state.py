@@ -64,7 +64,7 @@ class SimRoundState:
         req = j.request
         assert req is not None
         return Running(
-            job, req.priority, j.started_at, job, req.preemptible, req.min_runtime_s, j.shared,
+            job, req.job_id, req.priority, j.started_at, job, req.preemptible, req.min_runtime_s, j.shared,
             j.trace.num_gpus, len(j.placements), j.rate, req.slowdown_tolerance,
         )  # fmt: skip
 
