@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -38,13 +39,19 @@ def _floor(at: dt.datetime, step_s: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(epoch - epoch % step_s, tz=dt.UTC)
 
 
-def history_record(*, state: ClusterState, now: dt.datetime | None = None) -> ClusterSample:
-    """Store one minute's sample of ``state`` (the minute that ``now`` falls in)."""
+def history_record(
+    *, state: ClusterState, now: dt.datetime | None = None, covered_s: float | None = None
+) -> ClusterSample:
+    """Store one sample of ``state`` in the minute that ``now`` falls in; it stands for ``covered_s``
+    seconds (default: the sampling interval, HISTORY_SAMPLE_SECONDS), so that sampling more often
+    than once a minute weighs each sample less instead of counting its minute twice."""
     now = now or timezone.now()
+    if covered_s is None:
+        covered_s = float(getattr(settings, "HISTORY_SAMPLE_SECONDS", SAMPLE_S) or SAMPLE_S)
     return ClusterSample.objects.create(
         at=_floor(now, SAMPLE_S),
         resolution_s=SAMPLE_S,
-        covered_s=float(SAMPLE_S),
+        covered_s=float(covered_s),
         capacity_milli=float(state.capacity_milli),
         allocated_milli=float(state.allocated_milli),
         fragmentation=float(state.fragmentation),

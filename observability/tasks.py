@@ -12,3 +12,7 @@ def sample_cluster_history() -> None:
     from observability.history import history_sample
 
     history_sample()
+
+
+# Imported with the tasks, i.e. in every worker: connects the metrics server to worker start-up.
+from observability import worker_metrics  # noqa: E402, F401

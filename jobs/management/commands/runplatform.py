@@ -133,6 +133,12 @@ class Command(BaseCommand):
             "DJANGO_SETTINGS_MODULE", os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.dev")
         )
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # One folder for the metrics of every web and worker process: the web's /metrics adds them up
+        # (observability.multiprocess, docs/observability.md).
+        if not env.get("PROMETHEUS_MULTIPROC_DIR"):
+            from observability.multiprocess import fresh_metrics_dir
+
+            env["PROMETHEUS_MULTIPROC_DIR"] = str(fresh_metrics_dir(Path(settings.VAR_DIR) / "metrics"))
         return env
 
     def _worker_commands(self) -> dict[str, list[str]]:
