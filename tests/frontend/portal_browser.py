@@ -150,6 +150,18 @@ def no_horizontal_overflow(page: Any) -> bool:
     )
 
 
+def wider_than_the_screen(page: Any) -> list[str]:
+    """The elements that reach past the right edge of the viewport (what makes a page scroll sideways)."""
+    return list(
+        page.evaluate(
+            """() => Array.from(document.querySelectorAll('body *'))
+                .filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 0.5)
+                .slice(0, 8).map(e => e.tagName + '#' + e.id + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))
+                .concat([document.documentElement.scrollWidth, document.documentElement.clientWidth])"""
+        )
+    )
+
+
 def check_phone_width(browser: Any, console: Console, base: str, username: str, paths: list[str]) -> None:
     """Every page of ``paths`` fits a 390 px wide phone without sideways scrolling."""
     phone = new_page(browser, console, PHONE)
@@ -157,5 +169,5 @@ def check_phone_width(browser: Any, console: Console, base: str, username: str, 
     for path in paths:
         phone.goto(f"{base}{path}")
         phone.wait_for_load_state("networkidle")
-        assert no_horizontal_overflow(phone), path
+        assert no_horizontal_overflow(phone), (path, wider_than_the_screen(phone))
     phone.context.close()

@@ -19,9 +19,9 @@ from django.utils import timezone
 from jobs.models import Job
 from quotas.models import Quota, RunUsage, UsageEntry
 from quotas.selectors import month_start
-from tests.frontend.portal_browser import (  # noqa: F401  (fixtures)
+from tests.frontend import portal_browser
+from tests.frontend.portal_browser import (
     Console,
-    browser,
     browser_test,
     check_phone_width,
     log_in,
@@ -29,6 +29,8 @@ from tests.frontend.portal_browser import (  # noqa: F401  (fixtures)
     shot,
     sync_api,
 )
+
+browser = portal_browser.browser  # the module's Chromium (a fixture)
 
 
 @dataclass
@@ -40,7 +42,9 @@ class Ledger:
 
 
 def _job(team: Any, user: Any, image: Any, name: str, **fields: Any) -> Job:
-    return Job.objects.create(team=team, user=user, image=image, name=name, command=["python", "x.py"], **fields)
+    return Job.objects.create(
+        team=team, user=user, image=image, name=name, command=["python", "x.py"], **fields
+    )
 
 
 def _run(job: Job, start: dt.datetime, hours: float, ended_as: str = "SUCCEEDED") -> None:
@@ -82,7 +86,9 @@ def ledger(team: Any, other_team: Any, member: Any, owner: Any, outsider: Any, i
         started_at=this_month - dt.timedelta(hours=2),
         run_started_at=this_month - dt.timedelta(hours=2),
     )
-    UsageEntry.objects.create(team=team, user=owner, job=running, gpu_milli=500, reserved_at=running.started_at)
+    UsageEntry.objects.create(
+        team=team, user=owner, job=running, gpu_milli=500, reserved_at=running.started_at
+    )
     # Another team's 8 GPUs for 10 h: never on this team's page.
     _run(_job(other_team, outsider, image, "speech", gpus=8, **done), day(2, 0), 10)
     queued = _job(
@@ -165,7 +171,26 @@ def test_the_usage_page_is_a_404_outside_the_team_and_a_400_for_a_bad_month(
 def test_a_team_lead_reads_the_usage_page_with_its_charts_in_a_browser(
     browser: Any, live_server: Any, ledger: Ledger, team: Any, owner: Any
 ) -> None:
+    from observability.models import ClusterSample
+
     expect = sync_api().expect
+    # Two sampled hours of cluster history: the team held 1.5 GPUs, then 0.5.
+    hour = timezone.now().replace(minute=0, second=0, microsecond=0)
+    for ago, held in ((3, 1500), (2, 500)):
+        ClusterSample.objects.create(
+            at=hour - dt.timedelta(hours=ago),
+            resolution_s=600,
+            covered_s=600.0,
+            capacity_milli=40000.0,
+            allocated_milli=held + 2000.0,
+            fragmentation=0.1,
+            running=2.0,
+            waiting=1.0,
+            by_team={
+                "vision": {"allocated_milli": held, "running": 1, "waiting": 1},
+                "speech": {"allocated_milli": 2000, "running": 1, "waiting": 0},
+            },
+        )
     base = live_server.url
     console = Console()
     page = new_page(browser, console)
@@ -190,7 +215,9 @@ def test_a_team_lead_reads_the_usage_page_with_its_charts_in_a_browser(
     expect(page.locator("#user-chart canvas")).to_have_count(1)
     expect(page.locator("#day-chart canvas")).to_have_count(1)
     expect(page.locator("#user-chart .u-legend")).to_contain_text("GPU-hours")
+    # The last 7 days from the cluster history: this team's series only.
+    expect(page.locator("#week-note")).to_contain_text("Peak: 1.5 GPUs held")
+    expect(page.locator("#week-chart canvas")).to_have_count(1)
     shot(page, "team-usage.png")
     check_phone_width(browser, console, base, "olivia", [f"/teams/{team.pk}/usage/?month={ledger.month}"])
     assert console.errors == []
-
