@@ -11,6 +11,9 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+# Imported for its side effect: the counted metrics are registered (and exported at zero) in every
+# process that serves /metrics, also before its first scheduling cycle.
+from observability import metrics  # noqa: F401
 from observability.collector import PlatformCollector
 
 _collector = PlatformCollector()
