@@ -36,6 +36,19 @@ def writable_teams(*, user: Any) -> list[Team]:
     return [t for t in teams_for_user(user) if t.role in (Role.OWNER, Role.MEMBER)]  # type: ignore[attr-defined]
 
 
+def job_spec_document(job: Job) -> dict[str, Any]:
+    """The spec ``job`` was submitted with, as the mapping ``POST /api/v1/jobs/`` takes: team slug,
+    image reference, and no GPU share beside whole GPUs (the YAML export and "Edit a copy")."""
+    from dataclasses import asdict
+
+    from jobs.services import spec_of
+
+    data: dict[str, Any] = {"team": job.team.slug, "image": job.image.reference, **asdict(spec_of(job))}
+    if data["gpus"]:
+        data["gpu_milli"] = None
+    return data
+
+
 def active_images() -> QuerySet[JobImage]:
     return JobImage.objects.filter(is_active=True).order_by("name", "tag")
 

@@ -24,6 +24,7 @@ urlpatterns = [
     path("jobs/", views.job_list, name="jobs"),
     path("jobs/new/", views.job_submit, name="submit"),
     path("jobs/<int:job_id>/", views.job_detail, name="job"),
+    path("jobs/<int:job_id>/spec.yaml", views.job_spec_yaml, name="job-spec-yaml"),
     path("teams/", views.team_index, name="teams"),
     path("teams/<int:team_id>/", views.team_detail, name="team"),
     path("images/", views.image_list, name="images"),
@@ -39,4 +40,5 @@ urlpatterns = [
     path("portal/yaml/parse", views.yaml_parse, name="yaml-parse"),
     path("portal/yaml/dump", views.yaml_dump, name="yaml-dump"),
     path("vendor/<str:name>", views.vendor_uplot, name="uplot"),
+    path("favicon.ico", views.favicon, name="favicon"),
 ]

@@ -76,6 +76,8 @@ def job_submit(request: HttpRequest) -> HttpResponse:
     context = {
         "nav": "submit",
         "teams": selectors.writable_teams(user=request.user),
+        # Teams where the user only reads: the page says so by name instead of "not a member".
+        "viewer_teams": [t for t in teams_for_user(request.user) if t.role == Role.VIEWER],  # type: ignore[attr-defined]
         "images": selectors.active_images(),
     }
     return render(request, "frontend/job_submit.html", context)
@@ -172,6 +174,19 @@ def yaml_dump(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"yaml": dump_spec(body["spec"])})
 
 
+@login_required
+@require_GET
+def job_spec_yaml(request: HttpRequest, job_id: int) -> HttpResponse:
+    """``/jobs/<id>/spec.yaml``: the job's spec as a YAML attachment, the fields ``POST /api/v1/jobs/``
+    and ``gpuctl submit -f`` take (access as its page)."""
+    job = job_for_user(user=request.user, job_id=job_id)  # Http404 for other teams' jobs
+    response = HttpResponse(
+        dump_spec(selectors.job_spec_document(job)), content_type="text/yaml; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="job-{job.pk}.yaml"'
+    return response
+
+
 # uPlot (MIT, ~45 KB minified) as shipped inside the ``metaflow-card-uplot`` wheel, which carries the
 # library's own files and nothing else that the portal imports (its Python module needs Metaflow, so
 # the files are found through the distribution's file list, never imported).
@@ -195,6 +210,17 @@ def uplot_file(name: str) -> Path | None:
         if entry.name == wanted:
             return Path(str(distribution.locate_file(entry)))
     return None
+
+
+FAVICON = Path(__file__).resolve().parent / "static" / "frontend" / "favicon.svg"
+
+
+@cache_control(max_age=86400, public=True)
+@require_GET
+def favicon(request: HttpRequest) -> FileResponse:
+    """``/favicon.ico``, which browsers ask for on every page, the admin's too (an SVG: Chromium and
+    Firefox take it whatever the name says)."""
+    return FileResponse(FAVICON.open("rb"), content_type="image/svg+xml")
 
 
 @cache_control(max_age=86400, public=True)

@@ -1,7 +1,8 @@
 """YAML <-> job spec for the submit form's YAML view. PyYAML's safe loader only: no Python objects.
 
 The YAML document is the same mapping the REST API takes (``POST /api/v1/jobs/``); checking the
-fields is the API's job, so this module only turns text into a mapping and back.
+fields is jobs.validation's job (the portal sends the mapping to ``POST /api/v1/jobs/validate/``), so
+this module only turns text into a mapping and back, within bounds of size and nesting.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any
 import yaml
 
 MAX_YAML_CHARS = 64_000
+# As deep as the API lets JSON nest (settings.API_MAX_JSON_DEPTH); a job spec needs 3.
+MAX_YAML_DEPTH = 32
 # The order a person would read a spec in; unknown keys follow in their own order.
 FIELD_ORDER = (
     "name",
@@ -42,10 +45,30 @@ class YamlSpecError(ValueError):
     """The text is not a YAML mapping; the message says where."""
 
 
+def _check_shape(text: str) -> None:
+    """Refuse nesting deeper than MAX_YAML_DEPTH and aliases before building anything: PyYAML builds
+    nested nodes recursively (a deep document would raise RecursionError), and an alias repeats a
+    whole subtree (a few lines can expand to gigabytes of JSON)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            raise YamlSpecError("YAML aliases (*name) are not accepted in a job spec; write the value out.")
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                line = f" (line {event.start_mark.line + 1})" if event.start_mark is not None else ""
+                raise YamlSpecError(
+                    f"The YAML nests deeper than {MAX_YAML_DEPTH} levels{line}; a job spec needs three."
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 def parse_spec(text: str) -> dict[str, Any]:
     if len(text) > MAX_YAML_CHARS:
         raise YamlSpecError(f"The YAML may have at most {MAX_YAML_CHARS} characters.")
     try:
+        _check_shape(text)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

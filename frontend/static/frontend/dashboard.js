@@ -11,6 +11,7 @@
   const SVG = "http://www.w3.org/2000/svg";
 
   let lastClusterJson = "";
+  let colors = new Map();  // key -> look, for the keys on the map now (renderMap)
 
   /* Share of the free GPU capacity that sits on GPUs already partly in use: a job asking for a whole
    * GPU cannot use it. 0% = every free milli-GPU is on an idle GPU. */
@@ -154,6 +155,7 @@
     const texts = [];
     for (const a of gpu.allocations) {
       const key = allocationKey(a);
+      const look = colors.get(key) || { color: "#5a6675", pattern: "", image: "" };
       texts.push(allocationText(a));
       const own = a.job_id !== null && a.job_id !== undefined;
       // Your own jobs' segments link to the job (mouse); keyboard users get the tile's description.
@@ -165,8 +167,10 @@
         "data-job-id": a.job_id === null || a.job_id === undefined ? "" : a.job_id,
         "data-team": a.team || "",
         "data-milli": a.gpu_milli,
-        style: { width: Math.min(100, a.gpu_milli / 10) + "%", background: P.colorFor(key) },
-      }));
+        "data-key": key,
+        "data-pattern": look.pattern,
+        style: { width: Math.min(100, a.gpu_milli / 10) + "%", backgroundColor: look.color, backgroundImage: look.image, backgroundSize: look.pattern === "dots" ? "5px 5px" : "" },
+      }, [el("span", { class: "seg-label", text: own ? "#" + a.job_id : a.team || "" })]));
     }
     const memPct = gpu.memory_mib ? Math.min(100, (100 * gpu.used_memory_mib) / gpu.memory_mib) : 0;
     const hasUtil = typeof gpu.utilization_pct === "number";
@@ -183,7 +187,11 @@
       el("span", { class: "gpu-label", text: "GPU " + gpu.index + (gi >= 0 && groups.length > 1 ? " " + GROUP_NAMES[gi % 8] : ""),
         style: gi >= 0 ? { borderLeft: "4px solid " + GROUP_COLORS[gi % GROUP_COLORS.length], paddingLeft: "3px" } : { paddingLeft: "7px" } }),
       el("div", { class: "gpu-bars" }, [segs, el("div", { class: "mem-bar" }, [el("span", { style: { width: memPct + "%" } })])]),
-      el("span", { class: "gpu-pct", text: hasUtil ? gpu.utilization_pct + "% util" : Math.round(gpu.used_milli / 10) + "%" }),
+      // Allocated (what jobs hold) and utilisation (what the GPU measured) are different numbers.
+      el("span", { class: "gpu-pct" }, [
+        el("span", { class: "alloc", title: "allocated to jobs", text: Math.round(gpu.used_milli / 10) + "% alloc" }),
+        hasUtil ? el("span", { class: "util", title: "measured utilisation", text: gpu.utilization_pct + "% util" }) : null,
+      ]),
     ]);
   }
 
@@ -205,15 +213,35 @@
     ]);
   }
 
+  /* Jobs in numeric order, then teams: the legend's order and the palette's. */
+  function legendKeys(cluster) {
+    const keys = new Set();
+    for (const node of cluster.nodes) for (const gpu of node.gpus) for (const a of gpu.allocations) keys.add(allocationKey(a));
+    const all = Array.from(keys);
+    const jobs = all.filter(function (k) { return k.startsWith("job "); }).sort(P.byNumber);
+    const teams = all.filter(function (k) { return !k.startsWith("job "); }).sort(P.byNumber);
+    return jobs.concat(teams);
+  }
+
+  /* A segment's label stays only where it fits whole. */
+  function fitLabels(map) {
+    map.querySelectorAll(".seg-label").forEach(function (label) {
+      label.hidden = false;
+      if (label.scrollWidth > label.parentElement.clientWidth - 2) label.hidden = true;
+    });
+  }
+
   function renderMap(cluster) {
     const map = document.getElementById("gpu-map");
+    const keys = legendKeys(cluster);
+    colors = P.palette(keys);
     map.replaceChildren.apply(map, cluster.nodes.map(nodeCard));
     map.setAttribute("aria-busy", "false");
-    const keys = {};
-    for (const node of cluster.nodes) for (const gpu of node.gpus) for (const a of gpu.allocations) keys[allocationKey(a)] = true;
+    requestAnimationFrame(function () { fitLabels(map); });
     const legend = document.getElementById("map-legend");
-    const items = Object.keys(keys).sort().map(function (k) {
-      return el("span", {}, [el("i", { class: "swatch", style: { background: P.colorFor(k) } }), k]);
+    const items = keys.map(function (k) {
+      const look = colors.get(k);
+      return el("span", { "data-key": k }, [el("i", { class: "swatch", style: { backgroundColor: look.color, backgroundImage: look.image, backgroundSize: look.pattern === "dots" ? "5px 5px" : "" } }), k]);
     });
     items.push(el("span", {}, [el("i", { class: "swatch", style: { background: "#e6eaf0" } }), "free"]));
     legend.replaceChildren.apply(legend, items);
@@ -308,4 +336,5 @@
   }
 
   P.poll(refresh, INTERVAL_MS);
+  window.addEventListener("resize", function () { fitLabels(document.getElementById("gpu-map")); });
 })();

@@ -13,6 +13,7 @@
   let topologies = {};
   let placedKey = "";
   let lastLog = "";
+  let cancelAsked = false;
 
   function say(text, kind) {
     const box = $("action-message");
@@ -28,12 +29,11 @@
       badge.className = "badge badge-" + job.status.toLowerCase();
     }
     $("job-name").textContent = job.name || "(unnamed)";
-    $("job-command").textContent = [].concat(job.command, job.args || []).join(" ");
+    // Shell-quoted as typed: python -c 'import os; ...' keeps its quotes.
+    $("job-command").textContent = P.shellJoin([].concat(job.command, job.args || []));
     $("job-asks").textContent = P.asks(job) + ", " + job.cpu_milli / 1000 + " CPU, " + job.memory_mib + " MiB memory" +
       (job.max_runtime_seconds ? ", at most " + job.max_runtime_seconds + " s" : "");
-    $("job-queue").textContent = job.status === "QUEUED"
-      ? (job.queue_position ? "#" + job.queue_position + " in the queue. " : "") + (job.pending_reason || "Waiting for the next scheduling cycle.")
-      : job.pending_reason || "–";
+    $("job-queue").textContent = job.status === "QUEUED" ? queueText(job) : job.pending_reason || "–";
     $("job-preemptible").textContent = (job.preemptible
       ? "may be preempted" + (job.min_runtime_seconds ? " after " + job.min_runtime_seconds + " s of each run" : "")
       : "never preempted") + (job.preemption_grace_seconds !== null && job.preemption_grace_seconds !== undefined
@@ -50,6 +50,24 @@
     $("job-finished").replaceChildren(P.timeEl(job.finished_at));
     const cancel = $("cancel-button");
     if (cancel) cancel.hidden = TERMINAL.includes(job.status) || job.status === "STOPPING";
+    // The cancel note follows the job: "requested" while it stops, then what it ended as.
+    if (cancelAsked) {
+      if (TERMINAL.includes(job.status)) say("Cancelled: the job is " + job.status + ".", "ok");
+      else say("Cancel requested: the job is " + job.status + " while its tasks stop.", "ok");
+    }
+  }
+
+  /* The queue line: the position once, then the reason (which may already start with "#3 in queue"). */
+  function queueText(job) {
+    const reason = job.pending_reason || "Waiting for the next scheduling cycle.";
+    if (!job.queue_position || /^#\d+ in (the )?queue/i.test(reason)) return reason;
+    return "#" + job.queue_position + " in the queue: " + reason;
+  }
+
+  /* A task's phase as the page shows it: the tasks of a cancelled job were stopped, not failed
+   * (the backend reports a deleted task as failed). */
+  function taskPhase(job, task) {
+    return (job.status === "STOPPED" || job.status === "STOPPING") && task.phase === "FAILED" ? "STOPPED" : task.phase;
   }
 
   function renderPreemptions(history) {
@@ -94,7 +112,7 @@
       const slowdown = typeof task.predicted_slowdown === "number" ? "×" + task.predicted_slowdown.toFixed(2) : "not predicted";
       return el("tr", { "data-task": task.name, "data-node": task.node, "data-gpus": (task.gpu_indices || []).join(",") }, [
         el("td", { text: task.name }),
-        el("td", {}, [P.badge(task.phase)]),
+        el("td", {}, [P.badge(taskPhase(job, task))]),
         el("td", {}, task.node ? [el("a", { href: "/#node-" + task.node, text: task.node })] : ["–"]),
         el("td", { text: (task.gpu_indices || []).join(", ") || "–" }),
         el("td", { text: share }),
@@ -275,7 +293,7 @@
         yes.disabled = true;
         const answer = await P.api(base + "cancel/", { method: "POST" });
         box.remove();
-        if (answer.ok) { say("Cancel requested: the job is " + answer.data.status + ".", "ok"); renderJob(answer.data); }
+        if (answer.ok) { cancelAsked = true; renderJob(answer.data); }
         else say((answer.data && answer.data.message) || "The job could not be cancelled.", "error");
         poller.now();
       });

@@ -122,6 +122,53 @@
     return PALETTE[hash(String(key)) % PALETTE.length];
   }
 
+  /* Colours for the keys shown at once ("job 12", "team speech"): never one colour for two keys.
+   * Up to HUES keys get evenly spaced hues (two lightness steps, alternating, so neighbours in the
+   * list differ most); past that the same colours come back with a pattern (stripes, then dots, then
+   * cross-hatch), so 40 jobs are 40 distinct looks. Returns key -> {color, pattern, image}; image is a
+   * CSS background-image ("" when plain) set through the CSSOM, which the CSP allows. */
+  const HUES = 16;
+  const PATTERNS = ["", "stripes", "dots", "hatch", "bars"];
+  function patternImage(pattern) {
+    const ink = "rgba(255,255,255,0.55)";
+    if (pattern === "stripes") return "repeating-linear-gradient(45deg, " + ink + " 0 2px, transparent 2px 6px)";
+    if (pattern === "dots") return "radial-gradient(" + ink + " 1.2px, transparent 1.6px)";
+    if (pattern === "hatch") return "repeating-linear-gradient(45deg, " + ink + " 0 1.5px, transparent 1.5px 5px), repeating-linear-gradient(-45deg, " + ink + " 0 1.5px, transparent 1.5px 5px)";
+    if (pattern === "bars") return "repeating-linear-gradient(90deg, " + ink + " 0 2px, transparent 2px 5px)";
+    return "";
+  }
+  function palette(keys) {
+    const out = new Map();
+    keys.forEach(function (key, i) {
+      const slot = i % HUES;
+      // Spread consecutive slots around the wheel (stride 7 of 16 is coprime: every hue once).
+      const hue = Math.round(((slot * 7) % HUES) * (360 / HUES) + 8);
+      const light = slot % 2 ? 30 : 42;
+      const pattern = PATTERNS[Math.floor(i / HUES) % PATTERNS.length];
+      out.set(key, { color: "hsl(" + hue + " 70% " + light + "%)", pattern: pattern, image: patternImage(pattern) });
+    });
+    return out;
+  }
+
+  /* "job 2" before "job 10", jobs before teams: the legend's order. */
+  function byNumber(a, b) {
+    return a.localeCompare(b, undefined, { numeric: true });
+  }
+
+  /* One word as a POSIX shell (and the API's shlex.split) reads it back: bare when it is plain,
+   * 'single-quoted' when it has no single quote, else "double-quoted" with only \ and " escaped
+   * (shlex.split's rule), so python -c 'import os; print("hi")' reads as it was typed. */
+  function shellQuote(word) {
+    const text = String(word);
+    if (/^[A-Za-z0-9_\-.,:/=+@%^]+$/.test(text)) return text;
+    if (!text.includes("'")) return "'" + text + "'";
+    return '"' + text.replace(/(["\\])/g, "\\$1") + '"';
+  }
+
+  function shellJoin(words) {
+    return [].concat(words || []).map(shellQuote).join(" ");
+  }
+
   /* Show an API error: fields next to their inputs (elements with id err-<field>), the rest on top. */
   function clearErrors(form, summary) {
     form.querySelectorAll(".field-error").forEach(function (p) { p.textContent = ""; });
@@ -130,5 +177,5 @@
   }
 
   window.Portal = { api: api, poll: poll, el: el, badge: badge, fmtTime: fmtTime, timeEl: timeEl, gpus: gpus,
-    asks: asks, colorFor: colorFor, clearErrors: clearErrors, csrfToken: csrfToken };
+    asks: asks, colorFor: colorFor, clearErrors: clearErrors, csrfToken: csrfToken, shellJoin: shellJoin, palette: palette, byNumber: byNumber };
 })();

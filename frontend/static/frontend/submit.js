@@ -1,8 +1,11 @@
-/* Submit form: builds the JSON body of POST /api/v1/jobs/, shows the API's field errors next to the
- * fields, and converts between the form and YAML through /portal/yaml/dump and /portal/yaml/parse. */
+/* Submit form: builds the JSON body of POST /api/v1/jobs/, shows every field error of the API's one
+ * validation path (jobs.validation) at once next to its field, checks without submitting through
+ * POST /api/v1/jobs/validate/, and converts between the form and YAML through /portal/yaml/dump and
+ * /portal/yaml/parse; an imported YAML is checked as it was written, before it fills the form. */
 (function () {
   "use strict";
   const P = window.Portal;
+  const el = P.el;
   const form = document.getElementById("submit-form");
   const message = document.getElementById("form-message");
   const $ = function (id) { return document.getElementById(id); };
@@ -11,23 +14,24 @@
   // Fields the form has no input for (args, gpu_models, ... from an imported YAML): sent as they are.
   let extras = {};
 
-  const FORM_FIELDS = ["name", "team", "image", "command", "gpus", "gpu_milli", "gpu_memory_mib", "replicas",
+  const FORM_FIELDS = ["name", "team", "image", "command", "gpu_request", "gpus", "gpu_milli", "gpu_memory_mib", "replicas",
     "priority", "max_runtime_seconds", "env", "cpu_milli", "memory_mib", "max_retries", "slowdown_tolerance",
     "sim_duration_seconds", "preemptible", "min_runtime_seconds", "allow_sharing", "preemption_grace_seconds"];
 
   function mode() {
-    return form.querySelector('input[name="gpu_mode"]:checked').value;
+    return form.querySelector('input[name="gpu_request"]:checked').value;
   }
 
   function showMode() {
     $("whole-fields").hidden = mode() !== "whole";
-    $("fraction-fields").hidden = mode() !== "fraction";
+    $("fraction-fields").hidden = mode() !== "share";
   }
 
   function shareText() {
-    const v = parseInt(milli.value, 10);
-    $("gpu-share-text").textContent = isNaN(v) ? "Give a share between 1 and 999 milli-GPU."
-      : v + " milli-GPU = " + Math.round(v / 10) + "% of one GPU's compute.";
+    const v = Number(milli.value);
+    $("gpu-share-text").textContent = !Number.isInteger(v) || v < 1 || v > 999
+      ? "Give a share between 1 and 999 milli-GPU (1000 milli-GPU = one whole GPU)."
+      : v + " milli-GPU = " + (Math.round(v / 10 * 10) / 10) + "% of one GPU's compute.";
   }
 
   range.addEventListener("input", function () { milli.value = range.value; shareText(); });
@@ -36,7 +40,7 @@
     if (!isNaN(v)) range.value = String(Math.min(950, Math.max(50, Math.round(v / 50) * 50)));
     shareText();
   });
-  form.querySelectorAll('input[name="gpu_mode"]').forEach(function (r) { r.addEventListener("change", showMode); });
+  form.querySelectorAll('input[name="gpu_request"]').forEach(function (r) { r.addEventListener("change", showMode); });
 
   function intOrNull(input) {
     const text = input.value.trim();
@@ -70,8 +74,9 @@
     spec.command = $("f-command").value;
     const m = mode();
     delete spec.gpus; delete spec.gpu_milli; delete spec.gpu_memory_mib;
+    spec.gpu_request = m;  // said explicitly, so "whole GPUs: 0" is an error, not a CPU-only job
     if (m === "whole") spec.gpus = intOrNull($("f-gpus"));
-    if (m === "fraction") {
+    if (m === "share") {
       spec.gpu_milli = intOrNull(milli);
       spec.gpu_memory_mib = intOrNull($("f-gpu-memory")) || 0;
     }
@@ -92,10 +97,6 @@
     return spec;
   }
 
-  function shellQuote(word) {
-    return /^[A-Za-z0-9_\-.,:/=+@%]+$/.test(word) ? word : "'" + String(word).replace(/'/g, "'\"'\"'") + "'";
-  }
-
   function selectOption(select, value, attr) {
     for (const option of select.options) {
       if (option.value === String(value) || (attr && option.dataset[attr] === String(value))) { select.value = option.value; return true; }
@@ -112,11 +113,17 @@
     set("f-name", spec.name);
     if (spec.team !== undefined && !selectOption($("f-team"), spec.team, "slug")) problems.push("team " + spec.team + " is not one you can submit to");
     if (spec.image !== undefined && !selectOption($("f-image"), spec.image, "reference")) problems.push("image " + spec.image + " is not in the catalog");
-    set("f-command", Array.isArray(spec.command) ? spec.command.map(shellQuote).join(" ") : spec.command);
-    let m = "none";
-    if (spec.gpus) { m = "whole"; set("f-gpus", spec.gpus); }
-    else if (spec.gpu_milli) { m = "fraction"; set("f-gpu-milli", spec.gpu_milli); set("f-gpu-memory", spec.gpu_memory_mib || 0); milli.dispatchEvent(new Event("input")); }
-    form.querySelector('input[name="gpu_mode"][value="' + m + '"]').checked = true;
+    // Shell-quoted words (what the API's shlex.split reads back); anything else as it was written, so
+    // the check beside the field says what is wrong with it.
+    const command = spec.command;
+    set("f-command", Array.isArray(command) && command.every(function (w) { return typeof w === "string"; })
+      ? P.shellJoin(command) : command === undefined || typeof command === "string" ? command : JSON.stringify(command));
+    let m = ["cpu", "share", "whole"].includes(spec.gpu_request) ? spec.gpu_request
+      : spec.gpus !== undefined && spec.gpus !== 0 ? "whole"
+      : spec.gpu_milli !== undefined && spec.gpu_milli !== null ? "share" : "cpu";
+    if (m === "whole") set("f-gpus", spec.gpus);
+    if (m === "share") { set("f-gpu-milli", spec.gpu_milli); set("f-gpu-memory", spec.gpu_memory_mib || 0); milli.dispatchEvent(new Event("input")); }
+    form.querySelector('input[name="gpu_request"][value="' + m + '"]').checked = true;
     showMode();
     set("f-replicas", spec.replicas === undefined ? 1 : spec.replicas);
     set("f-priority", spec.priority === undefined ? 0 : spec.priority);
@@ -137,10 +144,13 @@
 
   const LABELS = { non_field_errors: "", args: "Arguments", gpu_models: "GPU models", team: "Team" };
 
-  function showErrors(answer) {
+  /* Every field error at once: next to its field where the form has one, the rest (unknown fields,
+   * fields only the YAML sets) listed in the summary on top. ``extra`` adds the form's own findings. */
+  function showErrors(answer, extra, summary) {
     P.clearErrors(form, message);
     const data = answer.data || {};
-    const fields = (data.extra && data.extra.fields) || {};
+    const fields = Object.assign({}, (data.extra && data.extra.fields) || {});
+    for (const key of Object.keys(extra || {})) fields[key] = [].concat(extra[key], fields[key] || []);
     const loose = [];
     let first = null;
     for (const key of Object.keys(fields)) {
@@ -150,38 +160,80 @@
       if (slot && input) {
         slot.textContent = text;
         input.setAttribute("aria-invalid", "true");
+        if (input.closest("details")) input.closest("details").open = true;
         first = first || input;
       } else {
-        loose.push((LABELS[key] !== undefined ? LABELS[key] : key) ? (LABELS[key] || key) + ": " + text : text);
+        const label = LABELS[key] !== undefined ? LABELS[key] : key;
+        loose.push(label ? label + ": " + text : text);
       }
     }
-    message.textContent = (data.message || "The job could not be submitted.") + (loose.length ? " " + loose.join(" ") : "");
+    const count = Object.keys(fields).length;
+    const head = summary || (count ? count + " field" + (count === 1 ? " needs" : "s need") + " a fix." : (data.message || "The job could not be submitted."));
+    message.replaceChildren(el("p", { text: head }));
+    if (loose.length) message.appendChild(el("ul", {}, loose.map(function (t) { return el("li", { text: t }); })));
     message.hidden = false;
     (first || message).focus && (first || message).focus();
+  }
+
+  function envErrors() {
+    const env = parseEnv($("f-env").value);
+    return env.bad.length ? { env: env.bad } : {};
   }
 
   form.addEventListener("submit", async function (event) {
     event.preventDefault();
     P.clearErrors(form, message);
-    const env = parseEnv($("f-env").value);
-    if (env.bad.length) {
-      $("err-env").textContent = env.bad.join(" ");
-      $("f-env").setAttribute("aria-invalid", "true");
-      $("f-env").focus();
-      return;
-    }
+    const local = envErrors();
     const button = $("submit-button");
     button.disabled = true;
     button.textContent = "Submitting…";
-    const answer = await P.api("/api/v1/jobs/", { method: "POST", body: collect() });
-    if (answer.ok) {
+    // With a problem the form found itself, only check (nothing may be created), so the API's
+    // errors show beside it.
+    const answer = await P.api(Object.keys(local).length ? "/api/v1/jobs/validate/" : "/api/v1/jobs/", { method: "POST", body: collect() });
+    button.disabled = false;
+    button.textContent = "Submit job";
+    if (answer.ok && !Object.keys(local).length) {
       window.location.assign("/jobs/" + answer.data.id + "/");
       return;
     }
-    button.disabled = false;
-    button.textContent = "Submit job";
-    showErrors(answer);
+    showErrors(answer.ok ? { data: {} } : answer, local);
   });
+
+  $("check-button").addEventListener("click", async function () {
+    P.clearErrors(form, message);
+    const local = envErrors();
+    const answer = await P.api("/api/v1/jobs/validate/", { method: "POST", body: collect() });
+    if (answer.ok && !Object.keys(local).length) {
+      message.className = "alert ok";
+      message.replaceChildren(el("p", { text: "Every field is valid; nothing was submitted." }));
+      message.hidden = false;
+      return;
+    }
+    message.className = "alert error";
+    showErrors(answer.ok ? { data: {} } : answer, local);
+  });
+
+  function download(text, name) {
+    const url = URL.createObjectURL(new Blob([text], { type: "text/yaml" }));
+    const link = el("a", { href: url, download: name, hidden: true });
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    setTimeout(function () { URL.revokeObjectURL(url); }, 1000);
+  }
+
+  function fileName() {
+    const name = ($("f-name").value.trim() || "job").replace(/[^A-Za-z0-9_.-]+/g, "-");
+    return name + ".yaml";
+  }
+
+  $("download-yaml").addEventListener("click", async function () {
+    const spec = collect();
+    delete spec.gpu_request;
+    const answer = await P.api("/portal/yaml/dump", { method: "POST", body: { spec: spec } });
+    if (answer.ok) download(answer.data.yaml, fileName());
+  });
+  $("yaml-download").addEventListener("click", function () { download($("yaml-text").value, fileName()); });
 
   // Tabs: Form <-> YAML, keyboard operable (arrow keys move between tabs).
   const tabs = [$("tab-form"), $("tab-yaml")];
@@ -194,8 +246,12 @@
     }
     if (tab === tabs[1]) {
       $("err-yaml").textContent = "";
-      const answer = await P.api("/portal/yaml/dump", { method: "POST", body: { spec: collect() } });
-      if (answer.ok) $("yaml-text").value = answer.data.yaml;
+      const spec = collect();
+      delete spec.gpu_request;  // the YAML says it through gpus / gpu_milli, as the CLI's files do
+      const before = $("yaml-text").value;
+      const answer = await P.api("/portal/yaml/dump", { method: "POST", body: { spec: spec } });
+      // Typed or pasted while the form was being converted: keep what the person wrote.
+      if (answer.ok && $("yaml-text").value === before) $("yaml-text").value = answer.data.yaml;
     }
   }
   tabs.forEach(function (tab, i) {
@@ -224,10 +280,19 @@
       $("yaml-text").setAttribute("aria-invalid", "true");
       return;
     }
-    const problems = fill(answer.data.spec);
+    const spec = answer.data.spec;
+    // Checked as written (not as the form would re-read it: "command: 42" must not become "42").
+    const check = await P.api("/api/v1/jobs/validate/", { method: "POST", body: spec });
+    const problems = fill(spec);
     await select(tabs[0]);
     P.clearErrors(form, message);
-    if (problems.length) { message.textContent = "Imported, but " + problems.join("; ") + "."; message.hidden = false; }
+    message.className = "alert error";
+    const extra = {};
+    if (problems.length) extra.non_field_errors = problems;
+    if (!check.ok || problems.length) {
+      showErrors(check.ok ? { data: {} } : check, extra, "Imported, but the YAML has problems: fix them here, then submit.");
+      return;
+    }
     tabs[0].focus();
   });
 
@@ -241,6 +306,9 @@
         const job = answer.data;
         const spec = {};
         for (const key of FORM_FIELDS) if (job[key] !== undefined) spec[key] = job[key];
+        spec.gpu_request = job.gpus ? "whole" : job.gpu_milli ? "share" : "cpu";
+        if (!job.gpus) delete spec.gpus;
+        if (!job.gpu_milli) delete spec.gpu_milli;
         for (const key of ["args", "gpu_models"]) if (job[key] && job[key].length) spec[key] = job[key];
         spec.name = job.name ? job.name + "-copy" : "";
         fill(spec);
