@@ -196,7 +196,9 @@ def _borrowed(running: list[tuple[Job, float]]) -> set[int]:
     return borrowed
 
 
-def _running_jobs(snapshot: ClusterSnapshot, now: float) -> list[RunningJob]:
+def _running_jobs(
+    snapshot: ClusterSnapshot, now: float, backend: ClusterBackend | None = None
+) -> list[RunningJob]:
     """RUNNING and STARTING jobs, with their current run's start and placements (backend first)."""
     jobs = list(
         Job.objects.filter(status__in=[JobStatus.RUNNING.value, JobStatus.STARTING.value])
@@ -223,7 +225,24 @@ def _running_jobs(snapshot: ClusterSnapshot, now: float) -> list[RunningJob]:
                 borrowed=job.pk in borrowed,
             )
         )
+    if backend is not None:
+        rates = _shared_rates(backend, running)
+        for r in running:
+            r.rate = rates.get(r.job_id)
     return running
+
+
+def _shared_rates(backend: ClusterBackend, running: list[RunningJob]) -> dict[str, float]:
+    """Measured progress rates of the jobs on a shared GPU (the slowest task of each), where the
+    backend measures them (``TaskStatus.rate``; the simulated backend does, from its ground truth)."""
+    shared = {r.job_id for r in running if r.shared}
+    if not shared:
+        return {}
+    per_job: dict[str, list[float | None]] = defaultdict(list)
+    for status in backend.task_statuses():
+        if status.job_id in shared and status.phase == TaskPhase.RUNNING:
+            per_job[status.job_id].append(status.rate)
+    return {j: min(v for v in rs if v is not None) for j, rs in per_job.items() if None not in rs}
 
 
 def _is_round(now: float) -> bool:
@@ -275,7 +294,7 @@ def build_view(backend: ClusterBackend, *, now: float | None = None, rounds: boo
     view = PolicyView(
         snapshot=snapshot,
         queue=[job_request(j, solo.get(j.pk), attained_gpu_s=attained.get(j.pk, 0.0)) for j in offered],
-        running=_running_jobs(snapshot, now),
+        running=_running_jobs(snapshot, now, backend),
         now=now,
         rounds=_is_round(now) if rounds is None else rounds,
         history=_service_history(),

@@ -143,6 +143,10 @@ class TaskStatus:
     message: str = ""
     started_at: float | None = None
     finished_at: float | None = None
+    # Normalised progress rate of a RUNNING task (1.0 = as fast as alone on its GPUs), as the
+    # backend measures it; None where it cannot (the local and Kubernetes backends). The policy's
+    # unpack rule reads it (``RunningJob.rate``).
+    rate: float | None = None
 
 
 @runtime_checkable

@@ -22,6 +22,9 @@ workload, e.g. ``ResNet-50 (batch size 64)``), the rate follows the simulator's 
 * whole-GPU tasks: ``comm_rate(link of the job's GPU set) / comm_rate(best link for that many GPUs)``,
   the link being the bottleneck of the job's GPUs on one node, or ``NET`` across nodes.
 
+A RUNNING task's status reports that rate (``TaskStatus.rate``): what a real cluster would measure
+as its throughput over its solo throughput; the policy's unpack rule reads it.
+
 Phases are a function of the stored state and the clock: reads replay the finish events since the
 last write in time order (a finish changes its co-tenants' rates) without writing anything.
 
@@ -716,6 +719,8 @@ class SimulatedBackend:
                     message=task["message"] if phase.finished else "",
                     started_at=running_at if started else None,
                     finished_at=float(task["ended_at"]) if phase.finished else None,
+                    # The ground truth's rate with the co-tenants it has now (1.0 without ``perf``).
+                    rate=float(task.get("rate", 1.0)) if phase is TaskPhase.RUNNING else None,
                 )
             )
         return out
