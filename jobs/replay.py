@@ -333,6 +333,8 @@ class _Replay:
         self.backend = backend
         self.jobs = jobs
         self.broker = _Broker()
+        # The replay is the only writer of its jobs: the sync may skip the tasks it already settled.
+        self.settled = sync.SettledTasks()
         self.job_ids: list[int] = []
         self.by_pk: dict[int, int] = {}
         self.cycles = 0
@@ -368,7 +370,7 @@ class _Replay:
 
     def _sync(self) -> bool:
         """One status sync; True when GPUs were freed (a job ended or went back to the queue)."""
-        result = sync.sync_status(backend=self.backend)
+        result = sync.sync_status(backend=self.backend, settled=self.settled)
         freed = any(
             JobStatus(to).is_terminal or to in (JobStatus.QUEUED.value, JobStatus.REQUEUED.value)
             for _, to in result.transitions

@@ -332,16 +332,20 @@ def _verdict(job: _ActiveJob, statuses: list[TaskStatus]) -> str:
     return "run" if job.status is JobStatus.STARTING else ""
 
 
-def _active_jobs() -> list[_ActiveJob]:
-    """Every STARTING/RUNNING job with what its Task rows hold, oldest-changed first: two queries of
-    plain values (no model instances, no prefetch), however many jobs are active."""
+def _active_jobs(only: set[int] | None = None) -> list[_ActiveJob]:
+    """Every STARTING/RUNNING job (or those of them in ``only``) with what its Task rows hold,
+    oldest-changed first: two queries of plain values (no model instances, no prefetch)."""
+    job_rows = Job.objects.filter(status__in=ACTIVE)
+    task_rows = Task.objects.filter(job__status__in=ACTIVE)
+    if only is not None:
+        job_rows, task_rows = job_rows.filter(pk__in=only), task_rows.filter(job_id__in=only)
     jobs = {
         pk: _ActiveJob(pk, JobStatus(status), replicas)
-        for pk, status, replicas in Job.objects.filter(status__in=ACTIVE)
-        .order_by("updated_at", "pk")
-        .values_list("pk", "status", "replicas")
+        for pk, status, replicas in job_rows.order_by("updated_at", "pk").values_list(
+            "pk", "status", "replicas"
+        )
     }
-    rows = Task.objects.filter(job__status__in=ACTIVE).values_list("pk", "job_id", "name", *TASK_FIELDS)
+    rows = task_rows.values_list("pk", "job_id", "name", *TASK_FIELDS)
     for pk, job_id, name, *stored in rows:
         job = jobs.get(job_id)
         if job is not None:  # it moved on between the two queries: the next pass has it
@@ -398,12 +402,44 @@ def _move_many(result: SyncResult, changes: list[_Change]) -> None:
     result.transitions += [(pk, JobStatus.SUCCEEDED.value) for pk in order if pk in ended]
 
 
+class SettledTasks:
+    """What one long-lived caller's database already agrees with: per task, the backend's last
+    report, kept for jobs that needed nothing more (their rows hold it and no move was due).
+
+    A pass given one (``sync_status(settled=...)``) reads from the database only the jobs with a
+    task whose report differs from it, so a pass where a few tasks changed costs a few rows, not a
+    read of every active job. It is opt-in, for a caller that is the only writer of those jobs'
+    task rows and status (``manage.py replay``): a report that never changes is never re-compared,
+    so a change made behind the caller's back would be missed. Without it every pass compares
+    every active job (level-triggered: what the workers run).
+    """
+
+    def __init__(self) -> None:
+        self.reports: dict[str, tuple[object, ...]] = {}
+
+    def unsettled(self, by_job: dict[str, list[TaskStatus]]) -> set[int]:
+        """Jobs with a task reported differently from what was settled; forgets vanished tasks."""
+        reported = {st.task_id for sts in by_job.values() for st in sts}
+        for task_id in [t for t in self.reports if t not in reported]:
+            del self.reports[task_id]
+        return {
+            int(job_id)
+            for job_id, sts in by_job.items()
+            if job_id.isdigit() and any(self.reports.get(st.task_id) != _reported(st) for st in sts)
+        }
+
+    def settle(self, statuses: list[TaskStatus]) -> None:
+        for st in statuses:
+            self.reports[st.task_id] = _reported(st)
+
+
 def _sync_active(
     result: SyncResult,
     by_job: dict[str, list[TaskStatus]],
     backend: ClusterBackend,
     step: Callable[[], None],
     batch_size: int,
+    settled: SettledTasks | None = None,
 ) -> set[int]:
     """STARTING/RUNNING jobs, at a cost that grows with what changed, not with what runs.
 
@@ -412,10 +448,16 @@ def _sync_active(
     transaction: the changed Task rows in one bulk update, then the moves in one bulk transition per
     edge (``_move_many``). A job with a failed task is loaded and takes the per-job path
     (``_sync_job``: stop the gang, then retry or fail), as failures are rare and touch the backend.
-    Returns the ids of the jobs it found active.
+    With ``settled`` only the jobs it does not know settled are read. Returns the ids of the jobs
+    it read as active.
     """
-    active = _active_jobs()
+    active = _active_jobs(settled.unsettled(by_job) if settled is not None else None)
     changes = _changes(active, by_job)
+    if settled is not None:
+        moving = {c.job.pk for c in changes if c.verdict}
+        for job in active:
+            if job.pk not in moving and job.tasks:
+                settled.settle(by_job.get(str(job.pk), []))
     size = max(1, batch_size)
     for start in range(0, len(changes), size):
         batch = changes[start : start + size]
@@ -441,12 +483,13 @@ def sync_status(
     backend: ClusterBackend | None = None,
     progress: Callable[[], None] | None = None,
     batch_size: int = SYNC_BATCH,
+    settled: SettledTasks | None = None,
 ) -> SyncResult:
     """One pass over the backend's task statuses; see the module docstring.
 
     Jobs are walked oldest-changed first (``updated_at``), so a backlog is worked off in the order
     it built up, and ``progress`` (the sync task stamps its heartbeat there) is called after every
-    ``batch_size`` jobs and once at the end of the walk.
+    ``batch_size`` jobs and once at the end of the walk. ``settled``: see :class:`SettledTasks`.
     """
     backend = backend or get_backend()
     result = SyncResult()
@@ -461,7 +504,7 @@ def sync_status(
         if progress is not None and seen % max(1, batch_size) == 0:
             progress()
 
-    known = _sync_active(result, by_job, backend, step, batch_size)
+    known = _sync_active(result, by_job, backend, step, batch_size, settled)
 
     preempting = Job.objects.filter(status=JobStatus.PREEMPTING.value).order_by("updated_at", "pk")
     for job in preempting.prefetch_related("tasks"):

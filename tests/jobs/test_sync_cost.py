@@ -176,3 +176,45 @@ def test_a_job_another_process_moved_meanwhile_is_not_moved_again(sim, clock, re
     assert sorted(pk for pk, _ in result.transitions) == sorted(j.pk for j in jobs[1:])
     assert Job.objects.get(pk=jobs[0].pk).status == JobStatus.STOPPING.value
     assert not JobEvent.objects.filter(job=jobs[0], to_status=JobStatus.RUNNING.value).exists()
+
+
+def test_with_settled_tasks_a_pass_reads_only_the_jobs_whose_report_changed(
+    sim, clock, researcher, image, monkeypatch
+) -> None:
+    settled = sync.SettledTasks()
+    bound(sim, researcher, image, 6)
+    clock.advance(15)
+    sync.sync_status(backend=sim, settled=settled)  # all six start: moved, not settled yet
+    sync.sync_status(backend=sim, settled=settled)  # now they need nothing: settled
+    (new,) = bound(sim, researcher, image, 1)
+    clock.advance(15)
+    read: list[int] = []
+    real = sync._active_jobs
+
+    def recording(only: set[int] | None = None) -> list[sync._ActiveJob]:
+        jobs = real(only)
+        read.extend(job.pk for job in jobs)
+        return jobs
+
+    monkeypatch.setattr(sync, "_active_jobs", recording)
+    result = sync.sync_status(backend=sim, settled=settled)
+    assert result.transitions == [(new.pk, JobStatus.RUNNING.value)]
+    assert read == [new.pk]
+    read.clear()
+    sync.sync_status(backend=sim, settled=settled)  # the job it moved is read once more, then settled
+    assert read == [new.pk]
+    read.clear()
+    assert sync.sync_status(backend=sim, settled=settled).transitions == []
+    assert read == []
+
+
+def test_a_settled_job_whose_tasks_end_is_still_moved(sim, clock, researcher, image, team) -> None:
+    settled = sync.SettledTasks()
+    jobs = bound(sim, researcher, image, 3, seconds=100)
+    clock.advance(15)
+    sync.sync_status(backend=sim, settled=settled)
+    sync.sync_status(backend=sim, settled=settled)
+    clock.advance(200)
+    result = sync.sync_status(backend=sim, settled=settled)
+    assert sorted(result.transitions) == sorted((j.pk, JobStatus.SUCCEEDED.value) for j in jobs)
+    assert Quota.objects.get(team=team).used_jobs == 0
