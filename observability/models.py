@@ -1,8 +1,10 @@
-"""The cluster's history: one row per sampled span, downsampled with age (observability.history)."""
+"""The cluster history table, and the run ledger as the admin's GPU usage page."""
 
 from __future__ import annotations
 
 from django.db import models
+
+from quotas.models import RunUsage
 
 
 class ClusterSample(models.Model):
@@ -30,3 +32,13 @@ class ClusterSample(models.Model):
 
     def __str__(self) -> str:
         return f"cluster sample {self.at:%Y-%m-%d %H:%M} ({self.resolution_s} s)"
+
+
+class UsageRun(RunUsage):
+    """The run ledger as the admin's "GPU usage" page (a proxy: no table of its own), where the
+    monthly CSV export of every team's GPU-hours is an action."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "GPU usage run"
+        verbose_name_plural = "GPU usage (run ledger)"

@@ -177,3 +177,32 @@ def test_the_usage_api_refuses_bad_input_with_field_messages_and_hides_other_tea
     assert client.get("/api/v1/usage/", {"team": "speech"}).status_code == 404
     assert client.get("/api/v1/usage/", {"team": "nonexistent"}).status_code == 404
     assert api_client_for(None).get("/api/v1/usage/").status_code == 401
+
+
+def test_the_admin_action_exports_every_teams_month_as_csv(ledger, client) -> None:
+    from django.contrib.auth import get_user_model
+
+    from quotas.models import RunUsage
+
+    admin_user = get_user_model().objects.create_superuser("root-admin", "a@example.org", "pw-12345678")
+    client.force_login(admin_user)
+    url = "/admin/observability/usagerun/"
+    picked = [RunUsage.objects.filter(team__slug="vision").first().pk]
+    asked = client.post(url, {"action": "export_month_csv", "_selected_action": picked})
+    assert asked.status_code == 200 and b'name="month"' in asked.content
+    refused = client.post(
+        url, {"action": "export_month_csv", "_selected_action": picked, "apply": "1", "month": "nov"}
+    )
+    assert refused.status_code == 200 and b"YYYY-MM" in refused.content
+    exported = client.post(
+        url, {"action": "export_month_csv", "_selected_action": picked, "apply": "1", "month": "2026-11"}
+    )
+    assert exported.status_code == 200 and exported["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(exported.content.decode())))
+    # Every team, not only the selected run's: 8 + 3 (vision) + 2 (speech).
+    assert {(r["team"], r["user"], r["image"]): float(r["gpu_hours"]) for r in rows} == {
+        ("speech", "oscar", "pytorch:2.4"): 2.0,
+        ("vision", "ada", "pytorch:2.4"): 8.0,
+        ("vision", "bob", "tensorflow:2.15"): 3.0,
+    }
+    assert client.get(url).status_code == 200
