@@ -78,7 +78,7 @@ def test_a_platform_failure_with_a_retry_left_requeues_the_job_and_the_retry_suc
     assert f"task job-{job.pk}-0 failed (PLATFORM)" in why and "retry 1 of 1" in why
     assert "retry 1 of 1 after a PLATFORM failure" in job.pending_reason
     assert sim.task_statuses(job_id=str(job.pk)) == []  # the failed run is gone from the cluster
-    assert Quota.objects.get(team=team).used_gpu_milli == 1000  # a requeued job keeps its quota
+    assert Quota.objects.get(team=team).used_gpu_milli == 0  # requeued: its next admission takes it again
     task = Task.objects.get(job=job)
     assert (task.phase, task.exit_code) == (TaskPhase.FAILED.value, None)
 

@@ -55,13 +55,16 @@ def test_a_job_gets_one_task_per_replica_on_distinct_gpus(sim, researcher, image
 
 
 def test_a_job_that_cannot_fit_stays_queued_with_its_position_and_reason(sim, researcher, image) -> None:
-    job = submit(researcher, image, gpus=4)
+    # A job no node could ever hold is refused at submit; this one only waits for GPUs in use.
+    submit(researcher, image, gpus=2, replicas=len(sim.snapshot().nodes))
+    cycle(sim)
+    job = submit(researcher, image, gpus=2)
     result = cycle(sim)
     job.refresh_from_db()
     assert job.status == JobStatus.QUEUED.value
     assert job.pending_reason.startswith(f"#1 in queue ({cache.get(scheduling.QUEUE_ORDER_KEY)}): ")
     assert job.queue_position == 1
-    assert "fewer than 4 GPU" in job.pending_reason
+    assert "fewer than 2 free whole GPU" in job.pending_reason
     assert result.pending == {job.pk: job.pending_reason}
     assert not job.tasks.exists()
 
