@@ -115,8 +115,8 @@ class ServiceHistory:
 
 
 class QueuePriority:
-    """Queue keys of one run: ``(level, inner..., submit, idx)``, level first (``_las_preempt`` reads
-    ``key[0]``). Tiresias (``fifo`` inside) gets ``(level, submit, idx)``."""
+    """Queue keys of one run: ``(level, inner..., submit, idx)``, level first. Tiresias (``fifo``
+    inside) gets ``(level, submit, idx)``."""
 
     def __init__(self, thresholds: tuple[float, ...], inner: str) -> None:
         if inner not in ("fifo", "attained", "gittins"):
@@ -135,6 +135,27 @@ class QueuePriority:
     def completed(self, group: str, num_gpus: int, attained: float) -> None:
         if self.inner == "gittins":
             self.history.add(self.job_class(group, num_gpus), attained)
+
+
+def trace_key(
+    order: str,
+    priority: QueuePriority,
+    *,
+    attained: float,
+    group: str,
+    num_gpus: int,
+    submit: float,
+    duration: float,
+    idx: int,
+) -> tuple[float, ...]:
+    """Queue key of a simulated trace job (lower first; ties by trace order ``idx``): ``fifo`` ->
+    ``(submit, idx)``, ``sjf`` -> ``(duration, submit, idx)``, ``las`` -> ``priority.key(...)``. Trace
+    jobs have no priority classes, so unlike ``job_key`` no priority leads."""
+    if order == "fifo":
+        return (submit, idx)
+    if order == "sjf":
+        return (duration, submit, idx)
+    return priority.key(attained, group, num_gpus, submit, idx)
 
 
 def las_key(

@@ -69,7 +69,7 @@ class Policy:
     # co-located job's measured progress rate is below 1 / its slowdown tolerance (or the pair < 1).
     unpack_rule: str = "gandiva"
     # Migrate back: at each round, when idle GPUs are left over after every waiting job's need, the
-    # newest job of each shared GPU is restarted so that it runs alone (see Simulator._unpack_on_idle).
+    # newest job of each shared GPU is restarted so that it runs alone (see scheduler.policy.round).
     unpack_on_idle: bool = False
     description: str = ""
     # 2D-LAS (order "las"): attained-service thresholds (GPU-seconds) between levels, and the order
@@ -77,7 +77,7 @@ class Policy:
     las_thresholds: tuple[float, ...] = LAS_THRESHOLDS_GPU_S
     las_inner: str = "fifo"
     # Defragment by migration: at each round, a waiting whole-GPU job that idle GPUs would hold by
-    # count but not per node gets nodes drained for it (see Simulator._defragment).
+    # count but not per node gets nodes drained for it (see scheduler.policy.round).
     defragment: bool = False
 
 

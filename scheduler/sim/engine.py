@@ -2,16 +2,20 @@
 
 Events: arrivals (trace submit times), completions (``start + remaining work / rate``, recomputed
 whenever a job's rate changes because a co-tenant arrives or leaves), and periodic rounds (every
-``round_s``, only while they can matter) where preemptive policies preempt and Gandiva unpacks.
-Scheduling cycles run on a beat of ``cycle_s`` simulated seconds (the platform's periodic cycle; 0 =
-at every event) and only when something changed since the last one.
+``round_s``, only while ``scheduler.policy.round.round_may_act`` says one could act). Scheduling
+cycles run on a beat of ``cycle_s`` simulated seconds (the platform's periodic cycle; 0 = at every
+event) and only when something changed since the last one.
 
 Layout: the clock (this module: events, cycles, rounds), ``records`` (config, job records, result),
 ``state`` (start and release), ``queue`` (waiting jobs per shape in the policy's order), ``offer``
-(which jobs and nodes a ``schedule()`` call gets) and ``rates`` (the ground-truth progress). The
-policy's rules live in ``scheduler.policy``: the rounds ask ``preemption.choose_victims``,
-``unpacking.unpack_victim`` / ``unpack_on_idle`` and ``drain.first_blocked`` / ``drain_plan`` what to
-do, with the simulator's state as their input, and apply it (evictions at once, then placement).
+(which jobs and nodes a ``schedule()`` call gets), ``rates`` (the ground-truth progress) and
+``round_state`` (the simulator's arrays as the policy's round reads them). No policy rule lives
+here: a round is ``scheduler.policy.round.run_round`` (the same function ``plan_cycle`` runs for the
+platform), which owns the order of the rules, the victim order, the outranks rule, the rules'
+names and reasons; ``SimRoundState`` only answers its questions from the arrays (levels are
+computed by the round from attained-service arrays) and applies an eviction (a preemption: release,
+requeue, restart cost) or a migration (release, requeue, then a one-job cycle for the drain's
+target and one for the moved jobs).
 
 Why it is fast (none of this changes what ``schedule()`` decides for the jobs it is offered):
 - After arrivals alone only the new jobs are offered (older waiting jobs did not fit in the previous
@@ -75,8 +79,8 @@ __all__ = ["DONE", "PENDING", "RUNNING", "SimConfig", "SimResult", "Simulator", 
 
 class Simulator(SimOffer):
     """The clock (events, cycles on the ``cycle_s`` beat, rounds every ``round_s``) over the state
-    (``scheduler.sim.state``), the queue, the offers and the rates; the rounds apply the policy's
-    rules (``scheduler.policy``: preemption, unpacking, drains)."""
+    (``scheduler.sim.state``), the queue, the offers and the rates; a round is the policy's
+    (``scheduler.policy.round.run_round`` over ``SimRoundState``)."""
 
     def __init__(
         self,

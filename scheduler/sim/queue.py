@@ -7,19 +7,18 @@ import bisect
 import heapq
 from collections.abc import Callable, Iterator
 
+from scheduler.policy.queue_sort import trace_key
 from scheduler.sim.rates import SimRates
 from scheduler.sim.records import PENDING, _Job
 
 
 class SimQueue(SimRates):
     def _key(self, job: _Job) -> tuple[float, ...]:
-        order = self.policy.order
-        if order == "fifo":
-            return (job.trace.submit, job.idx)
-        if order == "sjf":
-            return (job.trace.duration, job.trace.submit, job.idx)
         tj = job.trace
-        return self.priority.key(job.attained, tj.group, tj.num_gpus, tj.submit, job.idx)
+        return trace_key(
+            self.policy.order, self.priority, attained=job.attained, group=tj.group,
+            num_gpus=tj.num_gpus, submit=tj.submit, duration=tj.duration, idx=job.idx,
+        )  # fmt: skip
 
     # The queue is one sorted list per request shape: a cycle skips whole shapes that cannot fit
     # and merges the rest in key order, instead of rescanning a long prefix of jobs that wait for
@@ -61,8 +60,3 @@ class SimQueue(SimRates):
         if len(lists) == 1:
             return (idx for _, idx in lists[0])
         return (idx for _, idx in heapq.merge(*lists))
-
-    def _waiting_need(self, job: _Job) -> float:
-        """Idle GPUs a waiting job needs: its whole GPUs, or one for a shared job (it waits after a
-        cycle, so no co-location was admitted for it: it needs a GPU of its own)."""
-        return 1.0 if job.shared else job.gpu_eq
