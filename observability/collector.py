@@ -198,6 +198,7 @@ class PlatformCollector(Collector):
     def _teams(self) -> Iterable[Metric]:
         from quotas.models import Quota
         from quotas.selectors import gpu_hours_this_month
+        from quotas.services import budget_gpu_hours
 
         labels = ["team"]
         used = GaugeMetricFamily(
@@ -215,7 +216,9 @@ class PlatformCollector(Collector):
             "gpu_platform_team_gpu_hours_month", "GPU-hours the team used this month (UTC)", labels=labels
         )
         budget = GaugeMetricFamily(
-            "gpu_platform_team_gpu_hours_budget", "The team's GPU-hour budget per month", labels=labels
+            "gpu_platform_team_gpu_hours_budget",
+            "The team's GPU-hour budget this month (monthly budget plus this month's grants)",
+            labels=labels,
         )
         ratio = GaugeMetricFamily(
             "gpu_platform_team_budget_used_ratio",
@@ -229,10 +232,9 @@ class PlatformCollector(Collector):
             maximum.add_metric(slug, quota.max_gpu_milli)
             month = gpu_hours_this_month(team=quota.team)
             hours.add_metric(slug, month)
-            budget.add_metric(slug, quota.gpu_hours_per_month)
-            ratio.add_metric(
-                slug, month / quota.gpu_hours_per_month if quota.gpu_hours_per_month > 0 else 0.0
-            )
+            allowed = budget_gpu_hours(quota=quota)
+            budget.add_metric(slug, allowed)
+            ratio.add_metric(slug, month / allowed if allowed > 0 else 0.0)
         yield from (used, guaranteed, maximum, hours, budget, ratio)
 
     # ------------------------------------------------------------------ heartbeats

@@ -218,3 +218,15 @@ def test_multiprocess_mode_adds_up_the_counters_of_every_process(db, tmp_path, m
     assert value(series, "gpu_platform_placements_total") == 5
     # The scrape-time collector still answers once, from this process.
     assert value(series, "gpu_platform_backend_up") in (0.0, 1.0)
+
+
+def test_the_budget_gauges_count_this_months_grants(db, team, owner, settings) -> None:
+    from quotas.models import BudgetGrant
+    from quotas.services import month_key
+
+    BudgetGrant.objects.create(
+        team=team, month=month_key(), gpu_hours=250.0, granted_by=owner, reason="deadline"
+    )
+    series = scrape()
+    assert value(series, "gpu_platform_team_gpu_hours_budget", team="vision") == 1000.0 + 250.0
+    assert value(series, "gpu_platform_team_budget_used_ratio", team="vision") == 0.0
