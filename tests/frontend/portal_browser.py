@@ -131,12 +131,13 @@ def new_page(browser: Any, console: Console, viewport: dict[str, int] = LAPTOP) 
     return console.watch(page)
 
 
-def log_in(page: Any, base: str, username: str) -> None:
-    page.goto(f"{base}/login/")
+def log_in(page: Any, base: str, username: str, then: str = "/") -> None:
+    """Sign in through the form and land on ``then`` (each test watches the pages it is about)."""
+    page.goto(f"{base}/login/?next={then}")
     page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(f"{username}-password-1")
     page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{base}/")
+    page.wait_for_url(f"{base}{then}")
 
 
 def shot(page: Any, name: str) -> None:
@@ -165,7 +166,7 @@ def wider_than_the_screen(page: Any) -> list[str]:
 def check_phone_width(browser: Any, console: Console, base: str, username: str, paths: list[str]) -> None:
     """Every page of ``paths`` fits a 390 px wide phone without sideways scrolling."""
     phone = new_page(browser, console, PHONE)
-    log_in(phone, base, username)
+    log_in(phone, base, username, then=paths[0])
     for path in paths:
         phone.goto(f"{base}{path}")
         phone.wait_for_load_state("networkidle")

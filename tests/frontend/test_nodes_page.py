@@ -80,7 +80,7 @@ def test_an_operator_reads_nodes_gpus_drivers_allocation_and_health(
     base = live_server.url
     console = Console()
     page = new_page(browser, console)
-    log_in(page, base, "max")
+    log_in(page, base, "max", then="/jobs/")
     page.get_by_role("link", name="Nodes").click()
     page.wait_for_url(f"{base}/nodes/")
     cluster = page.request.get(f"{base}/api/v1/cluster/").json()

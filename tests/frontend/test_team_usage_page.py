@@ -194,7 +194,7 @@ def test_a_team_lead_reads_the_usage_page_with_its_charts_in_a_browser(
     base = live_server.url
     console = Console()
     page = new_page(browser, console)
-    log_in(page, base, "olivia")
+    log_in(page, base, "olivia", then="/jobs/")
     page.get_by_role("link", name="Usage").click()
     page.wait_for_url(f"{base}/teams/{team.pk}/usage/")
     page.get_by_label("Month", exact=True).fill(ledger.month)

@@ -78,7 +78,7 @@ def test_a_researcher_creates_uses_and_revokes_an_api_token_in_the_portal(
     base = live_server.url
     console = Console()
     page = new_page(browser, console)
-    log_in(page, base, "max")
+    log_in(page, base, "max", then="/jobs/")
     page.get_by_role("link", name="API tokens").click()
     page.wait_for_url(f"{base}/tokens/")
     expect(page.locator("#tokens-table")).to_contain_text("You have no API tokens yet.")
