@@ -57,11 +57,58 @@ def test_the_dashboard_loads_a_small_chart_bundle_and_draws_its_chart(
     weight = script_bytes(page, f"{live_server.url}/")
 
     assert weight < DASHBOARD_SCRIPT_BUDGET, weight
-    page.wait_for_function(
-        "() => JSON.parse(sessionStorage.getItem('portal-dashboard-history') || '[]').length >= 2"
-    )
     sync_api.expect(page.locator("#history-chart canvas")).to_have_count(1)
     sync_api.expect(page.locator("#history-chart .u-legend")).to_contain_text("GPUs allocated")
+    assert console.errors == []
+
+
+def test_the_dashboard_chart_draws_the_persisted_history_of_the_picked_range(
+    browser: Any, live_server: Any, member: Any, team: Any
+) -> None:
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from observability.models import ClusterSample
+
+    now = timezone.now().replace(second=0, microsecond=0)
+    # 30 minutes of samples (one a minute) and one from three days ago: 1 h shows 30, 7 d shows more.
+    for minutes in [*range(30), 3 * 24 * 60]:
+        ClusterSample.objects.create(
+            at=now - dt.timedelta(minutes=minutes),
+            resolution_s=60,
+            covered_s=60,
+            capacity_milli=40_000,
+            allocated_milli=1000 * (minutes % 7),
+            fragmentation=0.1,
+            running=minutes % 5,
+            waiting=2,
+        )
+    console = Console()
+    page = new_page(browser, console)
+    log_in(page, live_server.url, "max")
+    page.goto(f"{live_server.url}/")
+    chart = page.locator("#history-chart")
+    sync_api.expect(chart).to_have_attribute("data-range", "1d")
+
+    page.get_by_role("group", name="Time range").get_by_role("button", name="1 h").click()
+
+    sync_api.expect(chart).to_have_attribute("data-range", "1h")
+    sync_api.expect(chart).to_have_attribute("data-points", "30")
+    sync_api.expect(page.get_by_role("button", name="1 h")).to_have_attribute("aria-pressed", "true")
+    shown = page.evaluate(
+        """() => { const u = Charts.of(document.getElementById('history-chart'));
+            return {series: u.series.slice(1).map(s => s.label), last: u.data[2][u.data[2].length - 1],
+                    span: u.scales.x.max - u.scales.x.min}; }"""
+    )
+    assert shown["series"] == ["GPU capacity", "GPUs allocated", "Jobs running", "Jobs waiting"]
+    assert shown["last"] == 0  # the newest sample: 0 minutes ago, 0 GPUs allocated
+    assert 3600 <= shown["span"] < 2 * 3600  # the axis is the hour picked, not the day before it
+    page.locator("#chart-title").scroll_into_view_if_needed()
+    shot(page, "dashboard-history.png")
+    page.get_by_role("button", name="7 d").click()
+    sync_api.expect(chart).to_have_attribute("data-range", "7d")
+    assert int(chart.get_attribute("data-points") or 0) >= 2
     assert console.errors == []
 
 
@@ -358,4 +405,79 @@ def test_after_a_cancel_the_page_follows_the_job_to_stopped_and_its_task_is_not_
     sync_api.expect(page.locator("#job-status")).to_have_text("STOPPED")
     sync_api.expect(page.locator("#action-message")).to_have_text("Cancelled: the job is STOPPED.")
     sync_api.expect(page.locator("#placement-table tbody .badge").first).not_to_have_text("FAILED")
+    assert console.errors == []
+
+
+def _hue(rgb: str) -> float:
+    import colorsys
+
+    r, g, b = (int(v) / 255 for v in re.findall(r"\d+", rgb)[:3])
+    return colorsys.rgb_to_hsv(r, g, b)[0] * 360
+
+
+def test_the_gpu_map_of_40_jobs_gives_every_job_its_own_look_in_numeric_order(
+    browser: Any,
+    live_server: Any,
+    sim: Sim,
+    member: Any,
+    outsider: Any,
+    team: Any,
+    other_team: Any,
+    image: Any,
+) -> None:
+    from jobs.models import Job
+    from jobs.services import job_submit
+    from jobs.specs import JobSpec
+    from quotas.models import Quota
+
+    Quota.objects.update(max_gpu_milli=40_000, per_user_gpu_milli=40_000, max_concurrent_jobs=100)
+    # 36 jobs of the viewer's team (half a GPU each, some whole) and 4 of another team: 40 on the map.
+    for i in range(36):
+        spec = JobSpec(
+            name=f"j{i}",
+            command=["t"],
+            sim_duration_seconds=5000,
+            **({"gpus": 1} if i % 4 == 0 else {"gpu_milli": 500}),
+        )
+        job_submit(user=member, spec=spec, image=image, team=team)
+    for i in range(4):
+        spec = JobSpec(name=f"s{i}", command=["t"], gpu_milli=250, sim_duration_seconds=5000)
+        job_submit(user=outsider, spec=spec, image=image, team=other_team)
+    run_cluster(sim, seconds=13)
+    assert Job.objects.filter(status="RUNNING").count() == 40
+    console = Console()
+    page = new_page(browser, console)
+    log_in(page, live_server.url, "max")
+
+    page.goto(f"{live_server.url}/")
+    sync_api.expect(page.locator(".seg")).to_have_count(40)
+    looks = page.eval_on_selector_all(
+        ".seg",
+        """els => els.map(e => { const s = getComputedStyle(e);
+            return [e.dataset.key, s.backgroundColor, e.dataset.pattern, s.backgroundImage]; })""",
+    )
+
+    by_key: dict[str, set[tuple[str, str]]] = {}
+    for key, color, pattern, _ in looks:
+        by_key.setdefault(key, set()).add((color, pattern))
+    own = sorted(Job.objects.filter(team=team).values_list("pk", flat=True))
+    assert set(by_key) == {f"job {pk}" for pk in own} | {"team speech"}
+    assert all(len(v) == 1 for v in by_key.values())  # one look per job, on every GPU it holds
+    distinct = [next(iter(v)) for v in by_key.values()]
+    assert len(set(distinct)) == len(distinct) == 37  # never one look for two keys
+    # Among keys with the same pattern, hues are far apart (not merely different numbers).
+    for pattern in {p for _, p in distinct}:
+        hues = sorted(_hue(c) for c, p in distinct if p == pattern)
+        gaps = [b - a for a, b in zip(hues, hues[1:], strict=False)]
+        assert not gaps or min(gaps) >= 15, (pattern, hues)
+    assert any(p for _, p in distinct)  # past 16 keys the patterns begin
+    # The legend: jobs in numeric order, then teams.
+    legend = page.eval_on_selector_all("#map-legend span[data-key]", "els => els.map(e => e.dataset.key)")
+    assert legend == [f"job {pk}" for pk in own] + ["team speech"]
+    # A whole-GPU segment is wide enough for its label; allocation is labelled as such.
+    whole = Job.objects.filter(team=team, gpus=1).order_by("pk").first()
+    sync_api.expect(page.locator(f'.seg[data-job-id="{whole.pk}"] .seg-label')).to_be_visible()
+    sync_api.expect(page.locator(f'.seg[data-job-id="{whole.pk}"] .seg-label')).to_have_text(f"#{whole.pk}")
+    sync_api.expect(page.locator("li.gpu .gpu-pct .alloc").first).to_contain_text("% alloc")
+    shot(page, "dashboard-40-jobs.png")
     assert console.errors == []

@@ -1,8 +1,9 @@
 /* The portal's charts: a thin layer over uPlot (served from its PyPI package at /vendor/uplot.min.js,
  * loaded by the template include frontend/_charts.html). Two shapes cover every page:
  *
- *   Charts.line(target, {x: [unix seconds...], series: [{label, values, color}], yLabel, height})
- *     a time series (x in seconds since 1970, as uPlot wants), one line per series, step-shaped;
+ *   Charts.line(target, {x: [unix seconds...], series: [{label, values, color}], yLabel, height, minSpan})
+ *     a time series (x in seconds since 1970, as uPlot wants), one line per series, step-shaped, the
+ *     x-axis at least minSpan seconds wide (60 unless given);
  *   Charts.bars(target, {labels: ["Dec 1", ...], series: [{label, values, color, line}], yLabel, height})
  *     categories on x; the first series as bars, any with ``line: true`` as lines over them (one bar
  *     series per chart: side-by-side bars read badly at phone width).
@@ -48,11 +49,19 @@
   }
 
   function line(target, spec) {
+    let current = spec;  // read by the x range, so update() with another minSpan takes effect
     function data(s) { return [s.x].concat(s.series.map(function (x) { return x.values; })); }
     function options(s) {
       return {
         height: s.height || 260,
-        scales: { x: { time: true }, y: { range: function (u, lo, hi) { return [0, Math.max(1, hi * 1.1)]; } } },
+        scales: {
+          // At least minSpan seconds wide (default a minute), so a few samples do not make sub-second ticks.
+          x: { time: true, range: function (u, lo, hi) {
+            const span = current.minSpan || 60;
+            return hi - lo < span ? [hi - span, hi] : [lo, hi];
+          } },
+          y: { range: function (u, lo, hi) { return [0, Math.max(1, hi * 1.1)]; } },
+        },
         axes: [Object.assign({}, AXIS), yAxis(s.yLabel)],
         series: [{ label: "Time" }].concat(s.series.map(function (x) {
           return { label: x.label, stroke: x.color, width: 2, paths: window.uPlot.paths.stepped({ align: 1 }),
@@ -65,6 +74,7 @@
     let shape = spec.series.map(function (s) { return s.label; }).join("|");
     return {
       update: function (next) {
+        current = next;
         const nextShape = next.series.map(function (s) { return s.label; }).join("|");
         if (nextShape !== shape) {
           this.destroy();

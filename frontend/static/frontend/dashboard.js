@@ -1,13 +1,11 @@
 /* Cluster dashboard: GPU map and headline numbers from GET /api/v1/cluster/, the queue from
  * GET /api/v1/jobs/?status=QUEUED, cluster-wide job counts from GET /portal/summary, and a chart of
- * samples this browser took (kept in sessionStorage so it survives moving between pages). */
+ * the cluster's persisted history (GET /api/v1/cluster/history/?range=1h|1d|7d|30d). */
 (function () {
   "use strict";
   const P = window.Portal;
   const el = P.el;
   const INTERVAL_MS = 3000;
-  const HISTORY_KEY = "portal-dashboard-history";
-  const HISTORY_MAX = 1200;
   const SVG = "http://www.w3.org/2000/svg";
 
   let lastClusterJson = "";
@@ -286,26 +284,49 @@
     order.hidden = !order.textContent;
   }
 
-  function loadHistory() {
-    try { return JSON.parse(sessionStorage.getItem(HISTORY_KEY) || "[]"); } catch (err) { return []; }
-  }
-
+  // The persisted history (GET /api/v1/cluster/history/), re-read every minute (it is sampled once a
+  // minute) and whenever another range is picked.
+  const RANGE_SECONDS = { "1h": 3600, "1d": 86400, "7d": 7 * 86400, "30d": 30 * 86400 };
+  const HISTORY_MS = 60000;
+  let historyRange = "1d";
   let chart = null;
 
-  function renderChart(history) {
+  async function loadHistory() {
+    const answer = await P.api("/api/v1/cluster/history/?range=" + encodeURIComponent(historyRange));
+    const note = document.getElementById("history-note");
     const target = document.getElementById("history-chart");
-    if (!window.Charts || !target || !history.length) return;
+    if (!answer.ok) { note.textContent = (answer.data && answer.data.message) || "The history is unavailable."; return true; }
+    const points = answer.data.points || [];
+    target.dataset.points = String(points.length);
+    target.dataset.range = answer.data.range;
+    note.textContent = points.length
+      ? points.length + " point" + (points.length === 1 ? "" : "s") + ", one per " + Math.round(answer.data.step_s / 60) + " min (means of the samples in each)."
+      : "No samples in this range yet: the platform samples the cluster every minute.";
+    if (!window.Charts) return true;
+    const gpus = function (key) { return points.map(function (p) { return Math.round(p[key]) / 1000; }); };
     const spec = {
-      x: history.map(function (h) { return h.t / 1000; }), yLabel: "GPUs / jobs", height: 260,
+      x: points.map(function (p) { return Date.parse(p.t) / 1000; }), yLabel: "GPUs / jobs", height: 260,
+      minSpan: RANGE_SECONDS[historyRange],
       series: [
-        { label: "GPUs allocated", values: history.map(function (h) { return h.allocated; }), color: "#1f5fbf" },
-        { label: "Jobs running", values: history.map(function (h) { return h.running; }), color: "#15803d" },
-        { label: "Jobs waiting", values: history.map(function (h) { return h.waiting; }), color: "#c2410c" },
+        { label: "GPU capacity", values: gpus("capacity_milli"), color: "#94a3b8" },
+        { label: "GPUs allocated", values: gpus("allocated_milli"), color: "#1f5fbf" },
+        { label: "Jobs running", values: points.map(function (p) { return p.running; }), color: "#15803d" },
+        { label: "Jobs waiting", values: points.map(function (p) { return p.waiting; }), color: "#c2410c" },
       ],
     };
     if (chart) chart.update(spec);
     else chart = window.Charts.line(target, spec);
+    return true;
   }
+
+  const historyPoller = P.poll(loadHistory, HISTORY_MS);
+  document.querySelectorAll(".range-picker button").forEach(function (button) {
+    button.addEventListener("click", function () {
+      historyRange = button.dataset.range;
+      document.querySelectorAll(".range-picker button").forEach(function (b) { b.setAttribute("aria-pressed", b === button ? "true" : "false"); });
+      historyPoller.now();
+    });
+  });
 
   async function refresh() {
     const [cluster, summary, queue] = await Promise.all([
@@ -326,11 +347,6 @@
     }
     renderStats(cluster.data, counts);
     if (queue.ok) renderQueue(queue.data.results, counts);
-    const history = loadHistory();
-    history.push({ t: Date.now(), allocated: cluster.data.totals.used_gpu_milli / 1000, running: counts ? counts.running : null, waiting: counts ? counts.waiting : null });
-    while (history.length > HISTORY_MAX) history.shift();
-    try { sessionStorage.setItem(HISTORY_KEY, JSON.stringify(history)); } catch (err) { /* storage full: keep drawing */ }
-    renderChart(history);
     note.textContent = "Updated " + new Date().toLocaleTimeString() + "; refreshes every " + INTERVAL_MS / 1000 + " s.";
     return true;
   }
