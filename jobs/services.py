@@ -99,6 +99,9 @@ def job_transition_many(
         return []
     if not is_legal(expected_from, to):
         raise IllegalTransition(next(iter(reasons)), expected_from.value, to.value)
+    if to in HOLDS_QUOTA and expected_from not in HOLDS_QUOTA:
+        # Admission may be refused per job (QuotaDenied): one job at a time, through job_transition.
+        raise ValueError(f"{expected_from.value} -> {to.value} reserves quota: use job_transition")
     # Locks in primary-key order, as every other multi-row lock: two passes cannot deadlock.
     locked = list(
         Job.objects.select_for_update()
