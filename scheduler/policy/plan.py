@@ -5,6 +5,10 @@ The steps, in order (each an extension point of its own module):
 1. **packing** (``scheduler.policy.packing``): a 1-GPU job that allows sharing is offered as a share
    under the policy's share rule (``half``: half a GPU with its memory);
 2. **queue sort** (``scheduler.policy.queue_sort``): priority first, then the policy's order;
+2b. with team quotas (``view.quotas``): the cohort's gate (``scheduler.policy.cohort.gate``: jobs over
+   a limit wait with the reason, nominal jobs go first, borrowers in fair-share order), reclaim
+   (``scheduler.policy.reclaim``) and priority classes inside a team
+   (``scheduler.policy.team_priority``), every cycle;
 3. when ``view.rounds``: the periodic rules, ``scheduler.policy.round.run_round`` (the one round
    the simulator runs too, over its own state): unpacking (rule ``unpack``), preemption (``priority``
    and, preemptive policies, ``las``), unpack on idle (``unpack-idle``) and the drain (``Migration``
@@ -39,10 +43,13 @@ import numpy as np
 from scheduler.framework import Profile, reserve, schedule, unreserve
 from scheduler.model import ClusterSnapshot, Decision, Eviction, JobRequest, Migration, Placement
 from scheduler.plugins.sim_interference import InterferenceMemo
+from scheduler.policy.cohort import Gate, gate, request_milli
 from scheduler.policy.packing import share_request
 from scheduler.policy.queue_sort import describe, job_gpus, job_key
+from scheduler.policy.reclaim import run_reclaim
 from scheduler.policy.registry import Policy, get_policy, with_memo
 from scheduler.policy.round import Candidates, Running, Waiting, run_round
+from scheduler.policy.team_priority import run_team_priority
 from scheduler.policy.view import PolicyView, RunningJob
 
 
@@ -114,9 +121,11 @@ class _ClusterRound:
     """``scheduler.policy.round.RoundState`` over the working copy: a running job is its id, a GPU
     ``(node, index)``, a waiting job its id; evictions and migrations free GPUs at once."""
 
-    def __init__(self, cluster: _Cluster, queue: list[JobRequest]) -> None:
+    def __init__(self, cluster: _Cluster, queue: list[JobRequest], *, by_team: bool = False) -> None:
         self.cluster = cluster
         self.queue = queue
+        # With team quotas the priority and LAS rules preempt only within a team.
+        self.by_team = by_team
         self.requests = {r.job_id: r for r in queue}
         self.evictions: list[Eviction] = []
         self.migrations: list[tuple[RunningJob, str]] = []
@@ -174,6 +183,11 @@ class _ClusterRound:
         held = self._gpu_holders()
         gpus = sorted((k for k, ids in held.items() if len(ids) >= 2), key=lambda k: (nodes[k[0]], k[1]))
         return [(k, list(held[k])) for k in gpus]
+
+    def may_preempt(self, waiting: str, victim: str) -> bool:
+        """Whether waiting job ``waiting`` may evict running job ``victim`` by rank (its own team's
+        only, with team quotas; across teams only reclaim evicts)."""
+        return not self.by_team or self.requests[waiting].team == self.cluster.running[victim].request.team
 
     def gpu_label(self, gpu: tuple[str, int]) -> str:
         return f"GPU {gpu[1]} of {gpu[0]}"
@@ -236,8 +250,24 @@ def plan_cycle(view: PolicyView, policy: object) -> Decision:
         for r in queue
     }
     queue.sort(key=lambda r: keys[r.job_id])
+    ordered = queue
+    gated: Gate | None = None
+    if view.quotas is not None:
+        # Team quotas (scheduler.policy.cohort): limits, nominal jobs first, borrowers by fair share.
+        asked = {r.job_id: request_milli(r) for r in view.queue}
+        gated = gate(queue, view.quotas, capacity_milli=1000 * total, sizes=asked)
+        queue = gated.admitted
     cluster = _Cluster(snap, running)
-    state = _ClusterRound(cluster, queue)
+    state = _ClusterRound(cluster, queue, by_team=gated is not None)
+    if gated is not None and view.quotas is not None:
+        run_reclaim(state, running, queue, gated, view.quotas, view.now)
+        helped = run_team_priority(state, running, ordered, gated, view.now)
+        if helped:
+            # They evicted their own team's work for it: placed first, off the waiting list.
+            queue = helped + queue
+            state.queue = queue
+            state.requests.update({h.job_id: h for h in helped})
+            gated.waiting = {j: w for j, w in gated.waiting.items() if j not in {h.job_id for h in helped}}
     if view.rounds:
         run_round(pol, state, view.now)
     evictions = state.evictions
@@ -277,7 +307,9 @@ def plan_cycle(view: PolicyView, policy: object) -> Decision:
     placements += main.placements
     unschedulable.update(main.unschedulable)
     placed = {p.job_id for p in placements}
-    waiting = [r.job_id for r in queue if r.job_id not in placed]
+    waiting = [r.job_id for r in ordered if r.job_id not in placed]
+    if gated is not None:
+        unschedulable.update(gated.waiting)
     return Decision(
         placements=placements,
         unschedulable={j: unschedulable.get(j, "waiting for resources") for j in waiting},

@@ -315,8 +315,13 @@ def _preempt(policy: Policy, state: RoundState[Any, Any], now: float, window: in
     victims = [sub.jobs[i] for i in rank]
     info = {id(w): (int(p), int(lv)) for w, p, lv in zip(queue, wprio.tolist(), wlevel.tolist(), strict=True)}
 
+    # A state with team quotas says which victims a waiting job may take (its own team's only).
+    allowed = getattr(state, "may_preempt", None)
+
     def beats(w: Waiting[Any], v: Any) -> bool:
         p, lv = info[id(w)]
+        if allowed is not None and not allowed(w.job, v):
+            return False
         return outranks(policy, p, lv, prio_of[v], level_of[v])
 
     def frees(v: Any, chosen: set[Any]) -> float:

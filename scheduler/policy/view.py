@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.model import ClusterSnapshot, JobRequest, Placement
+from scheduler.policy.cohort import TeamQuota
 
 
 @dataclass
@@ -57,7 +58,11 @@ class PolicyView:
     - ``rounds``: whether the periodic rules (preemption, unpacking, drains) run in this call;
     - ``history``: the completed jobs' attained service, for the Gittins index
       (``scheduler.policy.queue_sort.ServiceHistory``); None = none known;
-    - ``memo``: a cache kept across cycles by the caller (the interference plugin's verdicts).
+    - ``memo``: a cache kept across cycles by the caller (the interference plugin's verdicts);
+    - ``quotas``: each team's quota state by team name (``scheduler.policy.cohort.TeamQuota``); None
+      (the simulator without teams): no quota rules. With quotas the cohort's rules apply (limits,
+      borrowing in fair-share order, reclaim; ``scheduler.policy.cohort``), and the ``priority`` and
+      ``las`` rules preempt only within a team.
     """
 
     snapshot: ClusterSnapshot
@@ -67,3 +72,4 @@ class PolicyView:
     rounds: bool = True
     history: Any = None
     memo: Any = None
+    quotas: dict[str, TeamQuota] | None = None

@@ -1,0 +1,64 @@
+"""Reclaim (a step of ``plan_cycle`` with team quotas): borrowed work is evicted for nominal jobs
+that the idle GPUs cannot hold, under rule ``reclaim``.
+
+It runs every cycle, not only at rounds: a team under its guarantee gets it back within one cycle
+plus the victims' grace period (the platform holds the preemptor out of the queue while the victims
+stop, so later cycles choose no more victims for it). The choice is
+``scheduler.policy.cohort.reclaim``: victims of other teams still beyond their guarantee, lowest
+priority, then least attained service, then newest first, and only if they make enough room. The
+preemption guards hold (``preemptible``, ``min_runtime_s``); each eviction names its preemptor and
+says "reclaimed by team Y (under its guarantee)".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from scheduler.model import JobRequest
+from scheduler.policy.cohort import Candidate, Gate, TeamQuota, reclaim, reclaim_reason, request_milli
+from scheduler.policy.preemption import may_evict
+from scheduler.policy.round import RoundState, waiting_need
+from scheduler.policy.view import RunningJob
+
+RULE = "reclaim"
+
+
+def run_reclaim(
+    state: RoundState[Any, Any],
+    running: Mapping[str, RunningJob],
+    queue: Sequence[JobRequest],
+    gated: Gate,
+    quotas: Mapping[str, TeamQuota],
+    now: float,
+) -> list[tuple[str, str]]:
+    """Evict (through ``state.evict``) the borrowed work that the nominal jobs of ``queue`` (the
+    gate's order) need; returns the (victim, preemptor) pairs."""
+    nominal = [(r, waiting_need(r)) for r in queue if r.team in quotas and r.job_id not in gated.borrowing]
+    if not nominal:
+        return []
+    candidates = [
+        Candidate(
+            job_id=job.job_id,
+            team=job.request.team,
+            milli=request_milli(job.request),
+            priority=job.request.priority,
+            attained_gpu_s=job.attained_at(now),
+            started_at=job.started_at,
+            borrowed=job.borrowed,
+        )
+        for job in running.values()
+        if job.borrowed and may_evict(job.request.preemptible, job.started_at, job.request.min_runtime_s, now)
+    ]
+    if not candidates:
+        return []
+
+    def frees(victim: str, chosen: set[str]) -> float:
+        # A GPU becomes idle when all of its tenants are chosen.
+        return float(sum(1 for holders in state.holders(victim) if all(h in chosen for h in holders)))
+
+    team_of = {r.job_id: r.team for r, _ in nominal}
+    chosen = reclaim(nominal, candidates, quotas, idle=float(state.idle_gpus()), frees=frees)
+    for victim, preemptor in chosen:
+        state.evict(victim, RULE, preemptor, reclaim_reason(quotas[team_of[preemptor]]), ())
+    return chosen
