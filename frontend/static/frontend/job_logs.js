@@ -12,7 +12,7 @@
   const download = document.getElementById("log-download");
   const taskSelect = document.getElementById("log-task");
   let current = 0;
-  let drawing = false;
+  let observer = null;
 
   function marks() { return pre.querySelectorAll("mark"); }
 
@@ -31,14 +31,13 @@
   function draw() {
     const needle = box.value;
     const text = pre.textContent;
-    drawing = true;
     const keepScroll = pre.scrollTop;
     if (!needle) {
       if (marks().length) pre.textContent = text;
       count.textContent = "";
       prev.disabled = next.disabled = true;
       pre.scrollTop = keepScroll;
-      drawing = false;
+      settle();
       return;
     }
     const lower = text.toLowerCase();
@@ -59,12 +58,16 @@
     prev.disabled = next.disabled = found === 0;
     if (found) focusMatch(Math.min(current, found - 1));
     else { count.textContent = "No match"; pre.scrollTop = keepScroll; }
-    drawing = false;
+    settle();
   }
 
+  // Our own changes to the log are not news: drop their records, or drawing would wake the observer
+  // that draws again, forever.
+  function settle() { if (observer) observer.takeRecords(); }
+
   // job_detail.js replaces the log's text as output arrives: highlight the new text again.
-  new MutationObserver(function () { if (!drawing && box.value) draw(); })
-    .observe(pre, { childList: true, characterData: true, subtree: true });
+  observer = new MutationObserver(function () { if (box.value) draw(); });
+  observer.observe(pre, { childList: true, characterData: true, subtree: true });
 
   box.addEventListener("input", function () { current = 0; draw(); });
   box.addEventListener("keydown", function (e) {
