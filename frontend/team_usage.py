@@ -14,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from accounts.models import Team
@@ -23,6 +24,7 @@ from jobs.models import Job
 from jobs.selectors import queue_positions
 from jobs.states import JobStatus
 from observability import usage
+from quotas.api import is_quota_admin
 from quotas.selectors import QuotaUsage, month_start, quota_usage
 
 FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED)
@@ -31,6 +33,14 @@ HISTORY_DAYS = 7
 
 class BadMonth(ValueError):
     """``month`` is not YYYY-MM, or lies in the future."""
+
+
+def usage_teams(user: Any) -> QuerySet[Team]:
+    """Teams whose Usage page ``user`` may read: their own (any role), every team for quota admins
+    (they set the limits the page measures against), as ``GET /api/v1/usage/`` scopes its reports."""
+    if is_quota_admin(user):
+        return Team.objects.order_by("name")
+    return teams_for_user(user)
 
 
 def parse_month(text: str | None, *, now: dt.datetime) -> dt.datetime:
@@ -86,7 +96,6 @@ class DayActivity:
 @dataclass(frozen=True)
 class TeamUsagePage:
     team: Team
-    role: str
     month: dt.datetime
     quota: QuotaUsage
     month_hours: float
@@ -134,7 +143,7 @@ def team_usage_page(
 ) -> TeamUsagePage | None:
     """Everything the Usage page of team ``team_id`` shows, or None when ``user`` is not in the team
     (the view answers 404). Raises BadMonth for a malformed or future ``month``."""
-    team = teams_for_user(user).filter(pk=team_id).first()
+    team = usage_teams(user).filter(pk=team_id).first()
     if team is None:
         return None
     now = now or timezone.now()
@@ -161,7 +170,6 @@ def team_usage_page(
     )
     return TeamUsagePage(
         team=team,
-        role=team.role,  # type: ignore[attr-defined]
         month=start,
         quota=quota_usage(team=team, user=user),
         month_hours=_round(sum(hours for _, hours in by_user)),

@@ -241,7 +241,7 @@ def vendor_uplot(request: HttpRequest, name: str) -> FileResponse:
 @require_GET
 def usage_index(request: HttpRequest) -> HttpResponse:
     """``/usage/``: the Usage page of the user's first team."""
-    first = teams_for_user(request.user).first()
+    first = team_usage_selectors.usage_teams(request.user).first()
     if first is not None:
         return redirect("frontend:team-usage", team_id=first.pk)
     context = {"nav": "usage", "page": None, "error": "You are not a member of any team yet."}
@@ -267,7 +267,8 @@ def team_usage(request: HttpRequest, team_id: int) -> HttpResponse:
         "days": [day.isoformat() for day, _ in page.by_day],
         "day_hours": [hours for _, hours in page.by_day],
     }
-    context = {"nav": "usage", "page": page, "chart": chart, "teams": teams_for_user(request.user)}
+    teams = team_usage_selectors.usage_teams(request.user)
+    context = {"nav": "usage", "page": page, "chart": chart, "teams": teams}
     return render(request, "frontend/team_usage.html", context)
 
 

@@ -166,6 +166,14 @@ def test_the_usage_page_is_a_404_outside_the_team_and_a_400_for_a_bad_month(
     assert _client(viewer).get("/usage/")["Location"] == f"/teams/{team.pk}/usage/"
 
 
+@pytest.mark.django_db
+def test_a_quota_admin_reads_every_teams_usage_page(ledger: Ledger, team: Any, quota_admin: Any) -> None:
+    page = _client(quota_admin).get(f"/teams/{team.pk}/usage/?month={ledger.month}").context["page"]
+    assert page.by_user == [("max", 7.5), ("olivia", 3.0)]
+    first = _client(quota_admin).get("/usage/")["Location"]
+    assert first.startswith("/teams/") and first.endswith("/usage/")
+
+
 @browser_test
 @pytest.mark.django_db(transaction=True)
 def test_a_team_lead_reads_the_usage_page_with_its_charts_in_a_browser(
