@@ -29,6 +29,13 @@ class TaskInline(admin.TabularInline):
     ]
     readonly_fields = fields
 
+    # Tasks are made by the binder from a placement; a hand-made row would have no pod behind it.
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
 
 class JobEventInline(admin.TabularInline):
     model = JobEvent
@@ -36,6 +43,13 @@ class JobEventInline(admin.TabularInline):
     can_delete = False
     fields = ["created_at", "from_status", "to_status", "actor", "reason"]
     readonly_fields = fields
+
+    # Events are written by job_transition only: the history is a record, not a form.
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(Job)

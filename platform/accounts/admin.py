@@ -67,6 +67,42 @@ class TeamAdmin(admin.ModelAdmin):
             messages.error(request, "; ".join(exc.messages))
 
 
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    """Who is in which team with which role, filterable; changes go through accounts.services (a team
+    keeps at least one owner)."""
+
+    list_display = ["user", "team", "role", "created_at"]
+    list_filter = ["role", "team"]
+    search_fields = ["user__username", "user__email", "team__name", "team__slug"]
+    autocomplete_fields = ["user", "team"]
+    readonly_fields = ["created_at"]
+    ordering = ["team__name", "user__username"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # Moving a membership to another user or team is a removal and an addition.
+        return [*self.readonly_fields, "user", "team"] if obj is not None else self.readonly_fields
+
+    def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
+        try:
+            saved = services.membership_set(team=obj.team, user=obj.user, role=obj.role, actor=request.user)
+        except ValidationError as exc:
+            messages.error(request, "; ".join(exc.messages))
+            return
+        obj.pk = saved.pk
+        obj.created_at = saved.created_at
+
+    def delete_model(self, request: HttpRequest, obj: Membership) -> None:
+        try:
+            services.membership_remove(team=obj.team, user=obj.user, actor=request.user)
+        except ValidationError as exc:
+            messages.error(request, "; ".join(exc.messages))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Membership]) -> None:
+        for membership in queryset.select_related("team", "user"):
+            self.delete_model(request, membership)
+
+
 class TokenAddForm(forms.ModelForm):
     ttl_days = forms.IntegerField(
         required=False, min_value=0, help_text="Days until it expires; empty = the default; 0 = never."

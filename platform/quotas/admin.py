@@ -11,24 +11,124 @@ from django.http import HttpRequest
 
 from quotas.models import Quota, UsageEntry
 from quotas.selectors import gpu_hours_this_month
-from quotas.services import QUOTA_LIMITS, quota_limit_errors, quota_set
+from quotas.services import NULLABLE_LIMITS, QUOTA_LIMITS, quota_limit_errors, quota_set
+
+# How each limit reads in the form. GPU amounts are shown and typed in GPUs (0.25 = a quarter of
+# one GPU) and stored in milli-GPU by quota_set; a limit missing here still shows, with its raw name.
+LIMIT_TEXT: dict[str, tuple[str, str]] = {
+    "guaranteed_gpu_milli": (
+        "Guaranteed GPUs",
+        "GPUs the team can always get: its jobs may preempt borrowers to reach this. 0 = no guarantee.",
+    ),
+    "max_gpu_milli": (
+        "Maximum GPUs",
+        "The most GPUs the team's jobs may hold at once, borrowing included. At least the guarantee.",
+    ),
+    "max_concurrent_jobs": (
+        "Maximum jobs at once",
+        "Jobs that hold quota (queued or admitted up to running) at the same time; more are refused.",
+    ),
+    "gpu_hours_per_month": (
+        "GPU-hours per month",
+        "Budget of GPU-hours per calendar month (UTC); a warning is written at 80 %.",
+    ),
+    "per_user_gpu_milli": (
+        "Maximum GPUs per user",
+        "The most GPUs one member's jobs in this team may hold at once.",
+    ),
+    "lending_limit_gpu_milli": (
+        "GPUs others may borrow",
+        "How much of the unused guarantee other teams may borrow; empty = all of it.",
+    ),
+}
+MILLI = 1000
 
 
-class QuotaForm(forms.ModelForm):
-    """Shows quota_set's field messages on the form instead of failing on save."""
+def _gpu_name(limit: str) -> str:
+    return limit.removesuffix("_gpu_milli") + "_gpus"
+
+
+def _limit_field(limit: str) -> forms.Field:
+    label, help_text = LIMIT_TEXT.get(limit, (limit.replace("_", " ").capitalize(), ""))
+    required = limit not in NULLABLE_LIMITS
+    if limit.endswith("_gpu_milli"):
+        return forms.DecimalField(
+            label=label,
+            help_text=help_text + " In GPUs, to 3 decimals.",
+            min_value=0,
+            max_value=QUOTA_LIMITS[limit] / MILLI,
+            decimal_places=3,
+            required=required,
+        )
+    if isinstance(QUOTA_LIMITS[limit], float):
+        return forms.FloatField(
+            label=label, help_text=help_text, min_value=0, max_value=QUOTA_LIMITS[limit], required=required
+        )
+    return forms.IntegerField(
+        label=label, help_text=help_text, min_value=0, max_value=int(QUOTA_LIMITS[limit]), required=required
+    )
+
+
+def _readable(message: str) -> str:
+    """quota_set's message with its field names as the form labels them (max_gpu_milli -> Maximum GPUs)."""
+    for limit, (label, _) in LIMIT_TEXT.items():
+        message = message.replace(limit, label)
+    return message
+
+
+def _form_name(limit: str) -> str:
+    return _gpu_name(limit) if limit.endswith("_gpu_milli") else limit
+
+
+class _QuotaLimitsForm(forms.ModelForm):
+    """The limits in GPUs with help text; quota_set's field messages show on the form instead of
+    failing on save. ``limits`` (after clean) holds them as quota_set takes them, in milli-GPU."""
 
     class Meta:
         model = Quota
-        fields = ["team", *QUOTA_LIMITS]
+        fields = ["team"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for limit in QUOTA_LIMITS:
+            stored = getattr(self.instance, limit, None)
+            if stored is None and self.instance.pk is None:
+                stored = Quota._meta.get_field(limit).get_default()
+            if stored is not None:
+                self.initial[_form_name(limit)] = (
+                    f"{stored / MILLI:g}" if limit.endswith("_gpu_milli") else stored
+                )
+        self.limits: dict[str, Any] = {}
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        limits = {name: cleaned[name] for name in QUOTA_LIMITS if cleaned.get(name) is not None}
+        limits: dict[str, Any] = {}
+        for limit in QUOTA_LIMITS:
+            name = _form_name(limit)
+            if name not in cleaned:
+                continue
+            value = cleaned[name]
+            if value is None:
+                if limit in NULLABLE_LIMITS:
+                    limits[limit] = None
+                continue
+            limits[limit] = round(value * MILLI) if limit.endswith("_gpu_milli") else value
         current = Quota.objects.filter(pk=self.instance.pk).first() or Quota()
         for field, messages in quota_limit_errors(quota=current, limits=limits).items():
+            shown = _form_name(field)
             for message in messages:
-                self.add_error(field if field in self.fields else None, message)
+                self.add_error(shown if shown in self.fields else None, _readable(message))
+        self.limits = limits
         return cleaned
+
+
+# One declared form field per limit (the admin builds its form from declared fields and model fields
+# only), made from QUOTA_LIMITS so a new limit shows without an edit here.
+QuotaForm = type(
+    "QuotaForm",
+    (_QuotaLimitsForm,),
+    {"__module__": __name__, **{_form_name(limit): _limit_field(limit) for limit in QUOTA_LIMITS}},
+)
 
 
 @admin.register(Quota)
@@ -36,18 +136,37 @@ class QuotaAdmin(admin.ModelAdmin):
     form = QuotaForm
     list_display = [
         "team",
-        "guaranteed_gpu_milli",
-        "max_gpu_milli",
-        "used_gpu_milli",
+        "guaranteed_gpus",
+        "max_gpus",
+        "used_gpus",
         "max_concurrent_jobs",
         "used_jobs",
-        "per_user_gpu_milli",
+        "per_user_gpus",
         "gpu_hours_per_month",
         "hours_this_month",
     ]
+
+    @admin.display(description="Guaranteed GPUs")
+    def guaranteed_gpus(self, quota: Quota) -> str:
+        return f"{quota.guaranteed_gpu_milli / MILLI:g}"
+
+    @admin.display(description="Maximum GPUs")
+    def max_gpus(self, quota: Quota) -> str:
+        return f"{quota.max_gpu_milli / MILLI:g}"
+
+    @admin.display(description="Maximum GPUs per user")
+    def per_user_gpus(self, quota: Quota) -> str:
+        return f"{quota.per_user_gpu_milli / MILLI:g}"
+
     search_fields = ["team__name", "team__slug"]
-    readonly_fields = ["used_gpu_milli", "used_jobs", "updated_at", "hours_this_month"]
-    fields = ["team", *QUOTA_LIMITS, *readonly_fields]
+    readonly_fields = ["used_gpus", "used_jobs", "updated_at", "hours_this_month"]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ["team", *(_form_name(n) for n in QUOTA_LIMITS), *self.readonly_fields]
+
+    @admin.display(description="GPUs in use")
+    def used_gpus(self, quota: Quota) -> str:
+        return f"{quota.used_gpu_milli / MILLI:g}" if quota.pk else "-"
 
     @admin.display(description="GPU-hours this month")
     def hours_this_month(self, quota: Quota) -> str:
@@ -58,8 +177,7 @@ class QuotaAdmin(admin.ModelAdmin):
         return [*self.readonly_fields, "team"] if obj is not None else self.readonly_fields
 
     def save_model(self, request: HttpRequest, obj: Quota, form: Any, change: bool) -> None:
-        limits = {name: form.cleaned_data[name] for name in QUOTA_LIMITS if name in form.cleaned_data}
-        saved = quota_set(team=obj.team, actor=request.user, **limits)
+        saved = quota_set(team=obj.team, actor=request.user, **form.limits)
         obj.pk = saved.pk
 
 

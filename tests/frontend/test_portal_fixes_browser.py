@@ -481,3 +481,65 @@ def test_the_gpu_map_of_40_jobs_gives_every_job_its_own_look_in_numeric_order(
     sync_api.expect(page.locator("li.gpu .gpu-pct .alloc").first).to_contain_text("% alloc")
     shot(page, "dashboard-40-jobs.png")
     assert console.errors == []
+
+
+def test_the_admin_shows_quotas_in_gpus_memberships_with_filters_and_read_only_tasks(
+    browser: Any, live_server: Any, member: Any, viewer: Any, team: Any, image: Any
+) -> None:
+    from django.contrib.auth.models import User
+
+    from jobs.models import Task
+    from jobs.services import job_submit
+    from jobs.specs import JobSpec
+    from quotas.models import Quota
+
+    User.objects.create_superuser("root", password="root-password-1")
+    job = job_submit(
+        user=member, spec=JobSpec(name="a", command=["t"], gpu_milli=250), image=image, team=team
+    )
+    Task.objects.create(job=job, index=0, name=f"job-{job.pk}-0")
+    quota = Quota.objects.get(team=team)
+    console = Console()
+    page = new_page(browser, console)
+    page.goto(f"{live_server.url}/admin/login/")
+    page.get_by_label("Username").fill("root")
+    page.get_by_label("Password").fill("root-password-1")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{live_server.url}/admin/")
+
+    # Quota limits in GPUs, each with help; the service stores milli-GPU.
+    page.goto(f"{live_server.url}/admin/quotas/quota/{quota.pk}/change/")
+    sync_api.expect(page.get_by_label("Guaranteed GPUs")).to_have_value("0")
+    sync_api.expect(page.locator("#id_max_gpus")).to_have_value("8")
+    labels = {
+        "id_guaranteed_gpus": "Guaranteed GPUs",
+        "id_max_gpus": "Maximum GPUs",
+        "id_per_user_gpus": "Maximum GPUs per user",
+        "id_gpu_hours_per_month": "GPU-hours per month",
+        "id_max_concurrent_jobs": "Maximum jobs at once",
+    }
+    for field_id, label in labels.items():
+        sync_api.expect(page.locator(f'label[for="{field_id}"]')).to_have_text(f"{label}:")
+        help_id = page.locator(f"#{field_id}").get_attribute("aria-describedby")
+        assert help_id and page.locator(f"#{help_id}").inner_text().strip(), label
+    assert page.get_by_text("Guaranteed gpu milli").count() == 0
+    page.locator("#id_max_gpus").fill("12.5")
+    page.get_by_role("button", name="Save", exact=True).click()
+    page.wait_for_url(re.compile(r"/admin/quotas/quota/$"))
+    assert Quota.objects.get(pk=quota.pk).max_gpu_milli == 12_500
+
+    # Memberships have their own list, filtered by role and team.
+    page.goto(f"{live_server.url}/admin/accounts/membership/")
+    sync_api.expect(page.locator("#changelist-filter")).to_contain_text("By role")
+    page.locator("#changelist-filter").get_by_role("link", name="Viewer").click()
+    sync_api.expect(page.locator("#result_list tbody tr")).to_have_count(1)
+    sync_api.expect(page.locator("#result_list tbody")).to_contain_text("vera")
+
+    # A job's tasks are shown, never made by hand.
+    page.goto(f"{live_server.url}/admin/jobs/job/{job.pk}/change/")
+    sync_api.expect(page.locator("#tasks-group")).to_contain_text(f"job-{job.pk}-0")
+    # (Django's script still builds the link, hidden; the role query sees only what is shown.)
+    sync_api.expect(page.get_by_role("button", name="Add another Task")).to_have_count(0)
+    # The favicon exists: no page logs its 404.
+    assert page.request.get(f"{live_server.url}/favicon.ico").status == 200
+    assert console.errors == []

@@ -213,12 +213,13 @@ def test_the_admin_changes_limits_through_quota_set(client, team) -> None:
     admin = User.objects.create_superuser("root", password="root-password-1")
     client.force_login(admin)
     quota = Quota.objects.get(team=team)
+    # The admin's form is in GPUs; quota_set stores milli-GPU.
     form = {
-        "guaranteed_gpu_milli": "9000",  # above the maximum: quota_set refuses it
-        "max_gpu_milli": "8000",
+        "guaranteed_gpus": "9",  # above the maximum: quota_set refuses it
+        "max_gpus": "8",
         "max_concurrent_jobs": "5",
         "gpu_hours_per_month": "100",
-        "per_user_gpu_milli": "2000",
+        "per_user_gpus": "2",
     }
 
     refused = client.post(f"/admin/quotas/quota/{quota.pk}/change/", form)
@@ -227,7 +228,7 @@ def test_the_admin_changes_limits_through_quota_set(client, team) -> None:
     assert Quota.objects.get(team=team).max_concurrent_jobs == 20
 
     response = client.post(
-        f"/admin/quotas/quota/{quota.pk}/change/", {**form, "guaranteed_gpu_milli": "1000"}
+        f"/admin/quotas/quota/{quota.pk}/change/", {**form, "guaranteed_gpus": "1"}
     )
 
     assert response.status_code == 302
