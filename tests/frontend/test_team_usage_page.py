@@ -137,6 +137,14 @@ def test_the_usage_page_counts_each_users_gpu_hours_as_the_hand_computed_ledger(
     html = response.content.decode()
     assert 'data-user="max" data-hours="7.5"' in html and 'data-user="olivia" data-hours="3.0"' in html
     assert "waiting for quota: team vision uses 8 of 8 GPUs" in html
+    # The page's CSV link is the usage API's report of the same numbers.
+    csv_url = html.split('id="usage-csv" href="')[1].split('"')[0].replace("&amp;", "&")
+    lines = _client(member).get(csv_url).content.decode().splitlines()
+    assert lines == [
+        "user,month,gpu_hours",
+        f"max,{ledger.month},7.500000",
+        f"olivia,{ledger.month},3.000000",
+    ]
 
 
 @pytest.mark.django_db
