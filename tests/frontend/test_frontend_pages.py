@@ -103,7 +103,7 @@ def test_the_submit_form_offers_only_teams_the_user_may_submit_to(
     assert b'data-slug="vision"' in _client(member).get("/jobs/new/").content
     viewer_page = _client(viewer).get("/jobs/new/").content
     assert b'data-slug="vision"' not in viewer_page
-    assert b"not a member of any team that may submit" in viewer_page
+    assert b"You are a viewer in Vision: viewers can look" in viewer_page
 
 
 @pytest.mark.django_db
@@ -260,3 +260,56 @@ def test_login_page_labels_every_input() -> None:
 
 def test_yaml_mapping_keys_become_strings() -> None:
     assert json.dumps(parse_spec("1: a\nname: b")) == '{"1": "a", "name": "b"}'
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("env: " + "[" * 5000 + "]" * 5000, "nests deeper than 32 levels"),
+        ("a: &x [1, 2]\nb: *x\n", "aliases"),
+    ],
+)
+def test_the_yaml_parse_endpoint_refuses_deep_nesting_and_aliases_with_a_400(
+    member: Any, text: str, words: str
+) -> None:
+    response = _client(member).post("/portal/yaml/parse", {"yaml": text}, content_type="application/json")
+
+    assert response.status_code == 400
+    assert words in response.json()["message"]
+    assert response.json()["code"] == "invalid_yaml"
+
+
+@pytest.mark.django_db
+def test_a_jobs_spec_exports_as_yaml_for_its_team_only(
+    member: Any, outsider: Any, team: Any, image: Any
+) -> None:
+    import yaml
+
+    from jobs.services import job_submit
+    from jobs.specs import JobSpec
+
+    job = job_submit(
+        user=member, spec=JobSpec(name="e", command=["t"], gpu_milli=300), image=image, team=team
+    )
+
+    response = _client(member).get(f"/jobs/{job.pk}/spec.yaml")
+
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == f'attachment; filename="job-{job.pk}.yaml"'
+    spec = yaml.safe_load(response.content)
+    assert (spec["gpu_milli"], spec["team"], spec["image"], spec["command"]) == (
+        300,
+        "vision",
+        "pytorch:2.4",
+        ["t"],
+    )
+    assert _client(outsider).get(f"/jobs/{job.pk}/spec.yaml").status_code == 404
+
+
+@pytest.mark.django_db
+def test_the_favicon_is_served() -> None:
+    response = Client().get("/favicon.ico")
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == "image/svg+xml"
