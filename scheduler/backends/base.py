@@ -143,6 +143,8 @@ class TaskStatus:
     message: str = ""
     started_at: float | None = None
     finished_at: float | None = None
+    # What the task last reported (scheduler.backends.throughput), in its own unit; None = nothing.
+    throughput: float | None = None
     # Normalised progress rate of a RUNNING task (1.0 = as fast as alone on its GPUs), as the
     # backend measures it; None where it cannot (the local and Kubernetes backends). The policy's
     # unpack rule reads it (``RunningJob.rate``).

@@ -8,6 +8,10 @@ folder overridable by ``GPU_PLATFORM_MODEL_DIR``).
 ``pack-study --data DIR --json OUT.json`` compares ways of deciding pack / don't pack under nested
 grouped cross-validation (``scheduler.interference.pack_study``).
 
+``online --data DIR [--reveal PAIRS.csv] --json OUT.json [--plot OUT.png]`` measures what learning
+from the platform's own co-location measurements buys on unseen model-family pairs
+(``scheduler.interference.online``).
+
 ``evaluate --model MODEL --data DIR [--test CSV ...] --json OUT.json [--plot OUT.png]`` runs grouped
 cross-validation (folds = unordered model-family pairs) of the model's configuration and of the
 baseline estimators on the datasets under DIR, applies MODEL itself to each ``--test`` CSV (same
@@ -91,6 +95,37 @@ def register(subparsers: Any) -> None:
     ps.add_argument("--folds", type=int, default=5)
     ps.add_argument("--threads", type=int, default=1, help="OpenMP/BLAS threads for fitting (default 1)")
     ps.set_defaults(func=run_pack_study)
+
+    on = sub.add_parser(
+        "online",
+        help="measured benefit of learning from own co-locations (held-out family pairs revealed one by one)",
+    )
+    on.add_argument("--data", type=Path, default=None, help="shared data folder (default ../shared/data)")
+    on.add_argument(
+        "--reveal",
+        type=Path,
+        default=None,
+        help="held-out pairs CSV (Gavel pair schema) to reveal, instead of random family-pair splits",
+    )
+    on.add_argument("--json", type=Path, required=True, help="where to write final, curve and splits")
+    on.add_argument("--plot", type=Path, default=None, help="curve PNG (MAE and pack accuracy)")
+    on.add_argument("--splits", type=int, default=5, help="random family-pair splits (default 5)")
+    on.add_argument(
+        "--fraction", type=float, default=0.2, help="share of family pairs held out (default 0.2)"
+    )
+    on.add_argument("--max-per-pair", type=int, default=20, help="measurements revealed per held-out pair")
+    on.add_argument(
+        "--retrain-every",
+        type=int,
+        default=0,
+        help="refit the model every K measurements (default 0: never; the correction learns at once)",
+    )
+    on.add_argument("--own-weight", type=int, default=3, help="copies of each own measurement when refitting")
+    on.add_argument("--no-correction", action="store_true", help="retraining only, no residual correction")
+    on.add_argument("--estimator", choices=ESTIMATORS, default=DEFAULT_ESTIMATOR)
+    on.add_argument("--seed", type=int, default=0)
+    on.add_argument("--threads", type=int, default=1, help="OpenMP/BLAS threads for fitting (default 1)")
+    on.set_defaults(func=run_online_benchmark)
 
 
 def _data_dir(arg: Path | None) -> Path:
@@ -244,6 +279,85 @@ def run_pack_study(args: argparse.Namespace) -> int:
     for name, acc in study["candidates"].items():
         print(f"{name:<20} {acc['all_pairs']:.3f} (all pairs), {acc['feasible_pairs']:.3f} (feasible pairs)")
     print(f"wrote {args.json}")
+    return 0
+
+
+def run_online_benchmark(args: argparse.Namespace) -> int:
+    import sys
+
+    from scheduler.interference.online import OnlineConfig, default_fit, plot_online, run_online
+
+    for name in ("splits", "max_per_pair", "own_weight"):
+        if getattr(args, name) < 1:
+            raise CommandError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.retrain_every < 0:
+        raise CommandError("--retrain-every must be 0 (never) or more")
+    if not 0 < args.fraction < 1:
+        raise CommandError("--fraction must be between 0 and 1")
+    data_dir = _data_dir(args.data)
+    try:
+        records = load_datasets(data_dir, ["gavel"])
+        reveal = load_test_csv(args.reveal, data_dir) if args.reveal is not None else None
+    except DatasetError as exc:
+        raise CommandError(str(exc)) from None
+    if reveal is not None:
+        if not reveal or any(r.dataset != "gavel" for r in reveal):
+            raise CommandError(f"{args.reveal}: expected pairs in the Gavel pair schema")
+        held = {r.group for r in reveal}
+        # Pairs present in both would be scored after training on themselves.
+        records = [r for r in records if r.group not in held]
+    config = OnlineConfig(
+        max_per_pair=args.max_per_pair,
+        retrain_every=args.retrain_every,
+        own_weight=args.own_weight,
+        correct=not args.no_correction,
+        seed=args.seed,
+    )
+    t0 = time.perf_counter()
+    with _limit_threads(args.threads):
+        try:
+            report = run_online(
+                records,
+                config,
+                splits=args.splits,
+                fraction=args.fraction,
+                reveal=reveal,
+                fit=default_fit(args.seed, args.estimator),
+                progress=lambda line: print(line, file=sys.stderr, flush=True),
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+    report = {
+        "method": (
+            "hold out whole model-family pairs; reveal their measurements one per pair per round in a "
+            "random order; score MAE (y clipped to (0, 1]) and pack accuracy (pack iff feasible and "
+            "y_A + y_B > 1) on the held-out rows not yet revealed (scheduler.interference.online)"
+        ),
+        "config": {
+            **{k: v for k, v in config.__dict__.items() if k != "seed"},
+            "seed": args.seed,
+            "estimator": args.estimator,
+            "splits": 1 if reveal is not None else args.splits,
+            "fraction": args.fraction,
+            "reveal": str(args.reveal) if args.reveal is not None else None,
+            "data": str(data_dir),
+        },
+        "seconds": time.perf_counter() - t0,
+        **report,
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(_finite(report), indent=2) + "\n")
+    if args.plot is not None:
+        args.plot.parent.mkdir(parents=True, exist_ok=True)
+        plot_online(report["curve"], str(args.plot))
+    f, s = report["final"], report["start"]
+    print(
+        f"after {f['measurements_per_pair']} measurements per unseen family pair: MAE {f['mae']:.4f} "
+        f"(static model {f['static_mae']:.4f}; {s['mae']:.4f} before any), pack accuracy "
+        f"{f['pack_accuracy']:.3f} (static {f['static_pack_accuracy']:.3f}, always-pack "
+        f"{f['always_pack_accuracy']:.3f})"
+    )
+    print(f"wrote {args.json}" + (f" and {args.plot}" if args.plot is not None else ""))
     return 0
 
 

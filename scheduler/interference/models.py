@@ -112,9 +112,12 @@ class InterferenceModel:
         seed: int = 0,
         quantile_alpha: float = 0.1,
         extras: bool = True,
+        conservative: bool = True,
     ) -> InterferenceModel:
         """Fit on ``records``; ``extras=False`` skips the quantile model and the classifier (they then
-        fall back to the regressor and the training share of feasible pairs): for estimator comparisons."""
+        fall back to the regressor and the training share of feasible pairs): for estimator comparisons.
+        ``conservative=False`` skips the quantile model only (the online benchmark retrains often and
+        scores the mean prediction and the classifier, not admission)."""
         import sklearn
         from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
@@ -144,7 +147,7 @@ class InterferenceModel:
         base_regressor = make_regressor(estimator, seed).fit(xb[table.feasible], table.y[table.feasible])
         quantile = None
         shift = 0.0
-        if extras:
+        if extras and conservative:
 
             def make_quantile() -> Any:
                 return HistGradientBoostingRegressor(

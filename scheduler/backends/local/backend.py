@@ -74,6 +74,7 @@ from scheduler.backends.base import (
 from scheduler.backends.local import containers, runner
 from scheduler.backends.local.environment import task_environment
 from scheduler.backends.local.inventory import GPU_MODES, GpuInventory, gpu_inventory, machine_node
+from scheduler.backends.throughput import THROUGHPUT_ENV, THROUGHPUT_FILE_NAME, reported_throughput
 from scheduler.model import GPU_MILLI, ClusterSnapshot, Node, Placement
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,8 @@ log = logging.getLogger(__name__)
 RUNNER_SCRIPT = Path(runner.__file__).resolve()
 LOG_TAIL_BYTES = 1024 * 1024
 OOM_SCAN_BYTES = 64 * 1024
+# The newest progress line is near the end; a status read must stay cheap for every running task.
+THROUGHPUT_SCAN_BYTES = 16 * 1024
 CUDA_OOM_MARKERS = ("CUDA out of memory", "CUDA error: out of memory", "CUDA_ERROR_OUT_OF_MEMORY")
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _INVENTORY_CACHE: dict[tuple[Any, ...], tuple[float, GpuInventory]] = {}
@@ -446,6 +449,10 @@ class LocalBackend:
         except FileNotFoundError:
             return ""
 
+    def _throughput(self, record: TaskRecord) -> float | None:
+        file = record.dir / runner.WORK_DIR / THROUGHPUT_FILE_NAME
+        return reported_throughput(file, self._tail(record.dir, THROUGHPUT_SCAN_BYTES))
+
     # ----------------------------------------------------------------- ClusterBackend
 
     def snapshot(self) -> ClusterSnapshot:
@@ -488,6 +495,7 @@ class LocalBackend:
                 message=outcome.message if outcome else "",
                 started_at=record.started_at,
                 finished_at=record.finished_at,
+                throughput=self._throughput(record) if record.phase is TaskPhase.RUNNING else None,
             )
             rows.append(((status.job_id, int(task.get("rank", 0)), status.task_id), status))
         return [status for _, status in sorted(rows, key=lambda row: row[0])]
@@ -559,6 +567,10 @@ class LocalBackend:
             )
             if identity and not container:
                 env["PATH"] = self._job_path(env.get("PATH", ""))
+            # The work folder is /workspace in a container (runner.py mounts it there).
+            env[THROUGHPUT_ENV] = str(
+                (Path("/workspace") if container else work) / THROUGHPUT_FILE_NAME
+            )
             runner.write_json(
                 task_dir / runner.TASK_FILE,
                 {
