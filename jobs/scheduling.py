@@ -53,6 +53,7 @@ from jobs.faults import fault_point
 from jobs.models import Job, JobEvent, Task, TaskPhase
 from jobs.profiling_services import fill_running_task_profiles, solo_profiles_for_jobs
 from jobs.services import job_transition
+from jobs.shared_gpu_notes import agree_on_shared_gpus
 from jobs.states import JobStatus
 from observability import metrics
 from quotas.models import Quota, UsageEntry
@@ -331,6 +332,7 @@ def _add_pending_binds(snapshot: ClusterSnapshot) -> None:
 
 def _persist_placement(job: Job, placements: list[Placement], *, why: str = "placed") -> bool:
     """QUEUED -> ADMITTED with Task rows, atomically; False if the job left QUEUED meanwhile."""
+    placements = agree_on_shared_gpus(placements)  # in placement order, before sorting by index
     placements = sorted(placements, key=lambda p: int(p.task_id.rsplit("-", 1)[1]))
     where = ", ".join(f"{p.node} GPU {list(p.gpu_indices)}" for p in placements)
     first_reason = placements[0].reason if placements else ""

@@ -413,5 +413,14 @@ class TopologyAware:
             return
         ring = float(tables_for(topo).ring[sum(1 << g for g in members)])
         links = ", ".join(sorted({topo.link(i, j) for i in members for j in members if i < j}))
-        text = f"topology: GPUs {members} on {node.name} form a ring of {ring:.0f} GB/s (pair links {links})"
+        own = sorted(placement.gpu_indices)
+        bandwidth = f"a ring of {ring:.0f} GB/s (pair links {links})"
+        if own == members:
+            text = f"topology: GPUs {own} on {node.name} form {bandwidth}"
+        else:
+            # Say which GPUs are this task's: replica 1 on GPUs 4-7 must not read as if it held 0-7.
+            text = (
+                f"topology: this task's GPUs {own}; with the job's other tasks on {node.name}, "
+                f"GPUs {members} form {bandwidth}"
+            )
         placement.reason = f"{placement.reason}; {text}" if placement.reason else text

@@ -543,3 +543,81 @@ def test_the_admin_shows_quotas_in_gpus_memberships_with_filters_and_read_only_t
     # The favicon exists: no page logs its 404.
     assert page.request.get(f"{live_server.url}/favicon.ico").status == 200
     assert console.errors == []
+
+
+def test_replicas_sharing_a_gpu_show_one_predicted_slowdown(
+    browser: Any,
+    live_server: Any,
+    sim: Sim,
+    member: Any,
+    outsider: Any,
+    team: Any,
+    other_team: Any,
+    image: Any,
+) -> None:
+    from jobs.models import Job, Task
+    from jobs.services import job_submit
+    from jobs.specs import JobSpec
+    from quotas.models import Quota
+
+    Quota.objects.update(max_gpu_milli=40_000, per_user_gpu_milli=40_000, max_concurrent_jobs=100)
+    # Every GPU but one is taken, so both replicas must share the last one.
+    for i in range(39):
+        spec = JobSpec(name=f"w{i}", command=["t"], gpus=1, sim_duration_seconds=5000)
+        job_submit(user=outsider, spec=spec, image=image, team=other_team)
+    run_cluster(sim, seconds=13)
+    pair = job_submit(
+        user=member,
+        spec=JobSpec(name="pair", command=["t"], gpu_milli=400, replicas=2, sim_duration_seconds=5000),
+        image=image,
+        team=team,
+    )
+    run_cluster(sim, seconds=13)
+    tasks = list(Task.objects.filter(job=pair).order_by("index"))
+    assert Job.objects.get(pk=pair.pk).status == "RUNNING"
+    assert {(t.node, tuple(t.gpu_indices)) for t in tasks} == {(tasks[0].node, tuple(tasks[0].gpu_indices))}
+    console = Console()
+    page = new_page(browser, console)
+    log_in(page, live_server.url, "max")
+
+    page.goto(f"{live_server.url}/jobs/{pair.pk}/")
+
+    cells = page.locator("#placement-table tbody .slowdown")
+    sync_api.expect(cells).to_have_count(2)
+    first, second = cells.all_inner_texts()
+    assert first == second and first.startswith("×"), (first, second)
+    assert tasks[0].predicted_slowdown == tasks[1].predicted_slowdown
+    assert console.errors == []
+
+
+def test_each_replicas_placement_text_names_its_own_gpus(
+    browser: Any, live_server: Any, sim: Sim, member: Any, team: Any, image: Any
+) -> None:
+    from jobs.models import Task
+    from jobs.services import job_submit
+    from jobs.specs import JobSpec
+    from quotas.models import Quota
+
+    Quota.objects.update(max_gpu_milli=40_000, per_user_gpu_milli=40_000)
+    job = job_submit(
+        user=member,
+        spec=JobSpec(name="ddp", command=["t"], gpus=4, replicas=2, sim_duration_seconds=5000),
+        image=image,
+        team=team,
+    )
+    run_cluster(sim, seconds=13)
+    tasks = list(Task.objects.filter(job=job).order_by("index"))
+    assert len(tasks) == 2
+    console = Console()
+    page = new_page(browser, console)
+    log_in(page, live_server.url, "max")
+
+    page.goto(f"{live_server.url}/jobs/{job.pk}/")
+
+    for task in tasks:
+        row = page.locator(f'#placement-table tr[data-task="{task.name}"]')
+        sync_api.expect(row).to_have_attribute("data-gpus", ",".join(map(str, task.gpu_indices)))
+        reason = row.locator(".reason").inner_text()
+        own = str(sorted(task.gpu_indices))
+        assert f"GPUs {own}" in reason, (task.name, reason)
+    assert console.errors == []
