@@ -151,6 +151,19 @@ def no_horizontal_overflow(page: Any) -> bool:
     )
 
 
+def unlabelled_controls(page: Any) -> list[str]:
+    """Visible form controls without an accessible name (label, aria-label or aria-labelledby)."""
+    return list(
+        page.evaluate(
+            """() => Array.from(document.querySelectorAll('input, select, textarea'))
+                .filter(e => e.type !== 'hidden' && e.offsetParent !== null)
+                .filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label')
+                             && !e.getAttribute('aria-labelledby'))
+                .map(e => e.name || e.id)"""
+        )
+    )
+
+
 def wider_than_the_screen(page: Any) -> list[str]:
     """The elements that reach past the right edge of the viewport (what makes a page scroll sideways)."""
     return list(

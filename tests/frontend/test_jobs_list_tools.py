@@ -24,6 +24,7 @@ from tests.frontend.portal_browser import (
     new_page,
     shot,
     sync_api,
+    unlabelled_controls,
 )
 
 browser = portal_browser.browser  # the module's Chromium (a fixture)
@@ -169,6 +170,7 @@ def test_a_researcher_searches_sorts_and_bulk_cancels_jobs(
     page.goto(f"{base}/jobs/")
     rows = page.locator("#jobs-table tbody tr[data-job-id]")
     expect(rows).to_have_count(6)
+    assert unlabelled_controls(page) == []
     row = lambda job: page.locator(f'#jobs-table tr[data-job-id="{job.pk}"]')  # noqa: E731
     ids = lambda: shown_ids(page)  # noqa: E731
     expect(row(small).locator(".runtime")).to_have_text("2 h 0 min")

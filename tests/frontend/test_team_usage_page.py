@@ -28,6 +28,7 @@ from tests.frontend.portal_browser import (
     new_page,
     shot,
     sync_api,
+    unlabelled_controls,
 )
 
 browser = portal_browser.browser  # the module's Chromium (a fixture)
@@ -220,6 +221,7 @@ def test_a_team_lead_reads_the_usage_page_with_its_charts_in_a_browser(
         "#user-hours-table tbody tr", "rs => rs.map(r => [r.dataset.user, Number(r.dataset.hours)])"
     )
     assert rows == [["max", 7.5], ["olivia", 3.0]]
+    assert unlabelled_controls(page) == []
     expect(page.locator("#user-hours-total")).to_have_text("10.500")
     expect(page.locator("#stat-in-use")).to_have_text("0.5")
     expect(page.locator("#stat-guarantee")).to_have_text("2")

@@ -23,6 +23,7 @@ from tests.frontend.portal_browser import (
     new_page,
     shot,
     sync_api,
+    unlabelled_controls,
 )
 
 browser = portal_browser.browser  # the module's Chromium (a fixture)
@@ -82,6 +83,7 @@ def test_a_researcher_creates_uses_and_revokes_an_api_token_in_the_portal(
     page.get_by_role("link", name="API tokens").click()
     page.wait_for_url(f"{base}/tokens/")
     expect(page.locator("#tokens-table")).to_contain_text("You have no API tokens yet.")
+    assert unlabelled_controls(page) == []
     expect(page.get_by_role("link", name="API docs").first).to_have_attribute("href", "/api/docs/")
 
     page.get_by_label("Name").fill("laptop")
