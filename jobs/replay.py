@@ -276,6 +276,18 @@ def plan_jobs(
 # ----------------------------------------------------------------------------- the driver
 
 
+def clock_at(timestamp: float) -> dt.datetime:
+    """The instant to set the virtual clock to for an event at ``timestamp``: the next whole
+    microsecond at or after it. The clock keeps microseconds only (a datetime); set to the event's
+    float as is, it could read a fraction of a microsecond before the event, so the backend would
+    never see the event happen and would name it as its next event for ever (the replay spun on one
+    instant)."""
+    micros = math.ceil(timestamp * 1_000_000)
+    while micros / 1_000_000 < timestamp:  # the float product can round down
+        micros += 1
+    return dt.datetime.fromtimestamp(0, tz=dt.UTC) + dt.timedelta(microseconds=micros)
+
+
 class _Broker:
     """Stands in for the Celery broker: keeps what the platform enqueues for the replay to run."""
 
@@ -431,7 +443,7 @@ class _Replay:
             now = min(t_back, t_arr, next_cycle, next_round)
             if now == math.inf:
                 raise RuntimeError("replay stalled: jobs wait but nothing can ever run")
-            traveller.move_to(EPOCH + now)
+            traveller.move_to(clock_at(EPOCH + now))
             if t_back <= now:
                 # A task changed phase now: the status sync sees it when it happens. (A sync at an
                 # instant when nothing changed on the cluster changes nothing: skipped, it is costly.)

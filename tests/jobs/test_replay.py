@@ -16,7 +16,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from jobs.models import Job, JobEvent
-from jobs.replay import ReplayConfig, ReplayOutcome, run_replay, sim_config
+from jobs.replay import EPOCH, ReplayConfig, ReplayOutcome, clock_at, run_replay, sim_config
 from jobs.states import JobStatus
 from scheduler.datapaths import default_data_dir
 from scheduler.sim.runner import load_inputs, run_policies
@@ -168,3 +168,15 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path: Path, args: list[str], 
         call_command("replay", *argv)
     assert caught.value.returncode == 2
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("timestamp", [EPOCH + 3379.1761701107025, EPOCH + 0.1, EPOCH, 1767228979.9999999])
+def test_the_virtual_clock_set_for_an_event_never_reads_before_it(timestamp: float) -> None:
+    import time
+
+    import time_machine
+
+    with time_machine.travel(0, tick=False) as traveller:
+        traveller.move_to(clock_at(timestamp))
+        assert time.time() >= timestamp
+        assert time.time() - timestamp < 2e-6
