@@ -85,6 +85,11 @@ SHARED_CPU_MILLI = 1000
 SHARED_MEMORY_MIB = 8 * 1024
 
 
+# Turns of the loop the cluster may name the event the clock is already at (a bind at that very
+# instant can add one) before the replay counts as stuck.
+SAME_EVENT_LIMIT = 1000
+
+
 class ReplayError(ValueError):
     """Bad input: unknown trace, cluster or policy, a slice with no job, a job bigger than the cluster."""
 
@@ -436,14 +441,22 @@ class _Replay:
         dirty = False
         new = False
         done = 0
+        reached: float | None = None  # the cluster event the clock was last moved to
+        repeats = 0
         while done < n:
             backend_at = self.backend.next_event_at()
+            # Once the clock is at an event the cluster names a later one; naming it again and again
+            # means the clock never reaches it: fail loudly instead of spinning.
+            repeats = repeats + 1 if backend_at is not None and backend_at == reached else 0
+            if repeats > SAME_EVENT_LIMIT:
+                raise RuntimeError(f"replay stuck: the cluster's next event at t={backend_at} never happens")
             t_back = backend_at - EPOCH if backend_at is not None else math.inf
             t_arr = self.jobs[next_arrival].trace.submit if next_arrival < n else math.inf
             now = min(t_back, t_arr, next_cycle, next_round)
             if now == math.inf:
                 raise RuntimeError("replay stalled: jobs wait but nothing can ever run")
             traveller.move_to(clock_at(EPOCH + now))
+            reached = backend_at if t_back <= now else None
             if t_back <= now:
                 # A task changed phase now: the status sync sees it when it happens. (A sync at an
                 # instant when nothing changed on the cluster changes nothing: skipped, it is costly.)
