@@ -57,7 +57,7 @@ from jobs.shared_gpu_notes import agree_on_shared_gpus
 from jobs.states import JobStatus
 from observability import metrics
 from quotas.models import Quota, UsageEntry
-from quotas.selectors import attained_gpu_seconds
+from quotas.selectors import attained_gpu_seconds, cohort_quotas
 from quotas.services import QuotaDenied, las_gpus
 from scheduler import framework, profiles
 from scheduler.backends.base import ClusterBackend
@@ -283,6 +283,11 @@ def build_view(backend: ClusterBackend, *, now: float | None = None, rounds: boo
     for victim_id, preemptor_id in waiting_for.values_list("pk", "preempted_for_id"):
         held[preemptor_id].append(victim_id)
     offered = [j for j in queued if j.pk not in held]
+    # What those held preemptors ask for is their team's, not lendable (scheduler.policy.cohort).
+    held_milli: dict[int, int] = defaultdict(int)
+    for j in queued:
+        if j.pk in held:
+            held_milli[j.team_id] += j.total_gpu_milli
     attained = attained_gpu_seconds(job_ids=[j.pk for j in offered])
     solo = solo_profiles_for_jobs(offered)
     # A backend that knows what a job is (the simulated one: the ground truth's job type in its env)
@@ -300,6 +305,7 @@ def build_view(backend: ClusterBackend, *, now: float | None = None, rounds: boo
         rounds=_is_round(now) if rounds is None else rounds,
         history=_service_history(),
         memo=_MEMO,
+        quotas=cohort_quotas(held_for=dict(held_milli)),
     )
     return CycleView(view=view, queued={str(j.pk): j for j in queued}, held=dict(held))
 

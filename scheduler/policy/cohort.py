@@ -127,6 +127,10 @@ class _Tally:
         self.jobs[team] += 1
         self.users[(team, user)] = self.users.get((team, user), 0) + milli
 
+    def physically_free(self) -> int:
+        """Milli-GPU of the cohort that no team's admitted work holds."""
+        return self.capacity_milli - sum(self.used.values())
+
     def borrow_room(self, team: str) -> int:
         """Milli-GPU beyond guarantees that ``team`` may still borrow now."""
         guaranteed = sum(q.guaranteed_milli for q in self.quotas.values())
@@ -205,6 +209,12 @@ def gate(
         if problem is None:
             beyond = max(0, q.used_milli + milli - q.guaranteed_milli) - q.borrowed_milli
             if beyond > tally.borrow_room(r.team):
+                if beyond > tally.physically_free():
+                    # The cluster is full, not protected: placement says so (capacity), and nothing
+                    # is counted for a job that cannot be placed.
+                    admitted.append(r)
+                    borrowing.add(r.job_id)
+                    continue
                 problem = (
                     f"waiting for quota: team {q.label} uses {_gpus(q.used_milli)} GPUs (guarantee "
                     f"{_gpus(q.guaranteed_milli)}); no idle GPUs may be lent to it now"
