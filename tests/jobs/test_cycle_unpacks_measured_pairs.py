@@ -107,7 +107,9 @@ def test_a_packed_pair_measured_beyond_tolerance_gets_an_unpack_eviction_of_its_
     assert Job.objects.get(pk=fast.pk).status == JobStatus.RUNNING.value
 
 
-def test_a_packed_pair_measured_within_tolerance_stays_packed(tmp_path, clock, researcher, image, settings) -> None:
+def test_a_packed_pair_measured_within_tolerance_stays_packed(
+    tmp_path, clock, researcher, image, settings
+) -> None:
     # 0.7 x 1.5 >= 1 and 0.9 x 1.5 >= 1: packing wins (1.6 GPUs of work on one GPU), nothing moves.
     sim = backend(tmp_path, clock, settings, ground_truth(0.7, 0.9))
     pair = packed_pair(sim, clock, researcher, image, settings)
