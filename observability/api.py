@@ -18,7 +18,12 @@ from accounts.models import Team
 from accounts.selectors import teams_for_user
 from config.api import ErrorSerializer
 from observability.history import RANGES, history_points
-from observability.usage import parse_group_by, parse_month, usage_csv, usage_report
+from observability.usage import GROUP_KEYS, parse_group_by, parse_month, usage_csv, usage_report
+
+# What the parsers accept, for the OpenAPI schema (they stay the judges of the input).
+_KEY = "(?:" + "|".join(GROUP_KEYS) + ")"
+GROUP_BY_PATTERN = f"^{_KEY}(?:,{_KEY})*$"
+MONTH_PATTERN = "^(?:19[7-9][0-9]|[2-9][0-9]{3})-(?:0[1-9]|1[0-2])$"
 
 
 class CSVRenderer(BaseRenderer):
@@ -65,10 +70,16 @@ class UsageView(APIView):
         summary="GPU-hours per team, user, image and/or month, from the run ledger",
         parameters=[
             OpenApiParameter(
-                "group_by", str, description="comma-separated: team, user, image, month (default team)"
+                "group_by",
+                str,
+                description="comma-separated: team, user, image, month (default team)",
+                pattern=GROUP_BY_PATTERN,
             ),
-            OpenApiParameter("month", str, description="YYYY-MM (UTC); all time when absent"),
+            OpenApiParameter(
+                "month", str, description="YYYY-MM (UTC); all time when absent", pattern=MONTH_PATTERN
+            ),
             OpenApiParameter("team", str, description="team slug; default: all your teams"),
+            OpenApiParameter("format", str, enum=["json", "csv"], description="csv: a CSV attachment"),
         ],
         responses={
             (200, "application/json"): OpenApiTypes.OBJECT,
@@ -85,7 +96,8 @@ class UsageView(APIView):
             group_by = parse_group_by(params.get("group_by"))
         except ValueError as exc:
             errors["group_by"] = [str(exc)]
-        month = params.get("month") or None
+        # A parameter given empty is refused like any other bad value (absent means "the default").
+        month = params.get("month")
         if month is not None:
             try:
                 parse_month(month)
@@ -94,7 +106,7 @@ class UsageView(APIView):
         if errors:
             raise ValidationError(errors)
         visible = _visible_team_slugs(request.user)
-        team = params.get("team") or None
+        team = params.get("team")
         if team is not None and (
             (visible is not None and team not in visible) or not Team.objects.filter(slug=team).exists()
         ):

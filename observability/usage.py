@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 GROUP_KEYS = ("team", "user", "image", "month")
-MONTH_RE = re.compile(r"^(\d{4})-(\d{2})$")
+# ASCII digits only, the whole string (no trailing newline): what the OpenAPI pattern says too.
+MONTH_RE = re.compile(r"([0-9]{4})-([0-9]{2})")
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Run:
 def parse_month(month: str) -> tuple[dt.datetime, dt.datetime]:
     """``"YYYY-MM"`` -> [first instant of the month, first instant of the next), UTC.
     Raises ValueError with a message for anything else."""
-    match = MONTH_RE.match(month or "")
+    match = MONTH_RE.fullmatch(month or "")
     if not match or not 1 <= int(match.group(2)) <= 12 or int(match.group(1)) < 1970:
         raise ValueError("Give the month as YYYY-MM, e.g. 2026-11.")
     start = dt.datetime(int(match.group(1)), int(match.group(2)), 1, tzinfo=dt.UTC)
@@ -47,14 +48,13 @@ def parse_month(month: str) -> tuple[dt.datetime, dt.datetime]:
 
 def parse_group_by(value: str | list[str] | None) -> list[str]:
     """``"team,user"`` (or a list) -> ["team", "user"]; ValueError naming the unknown keys."""
-    if value is None or value == "":
+    if value is None:
         return ["team"]
-    raw = value.split(",") if isinstance(value, str) else list(value)
-    keys = [k.strip() for k in raw if k.strip()]
+    keys = value.split(",") if isinstance(value, str) else list(value)
     unknown = [k for k in keys if k not in GROUP_KEYS]
-    if unknown or not keys:
+    if unknown:
         raise ValueError(
-            f"Group by any of {', '.join(GROUP_KEYS)} (comma-separated); unknown: {', '.join(unknown)}."
+            f"Group by any of {', '.join(GROUP_KEYS)} (comma-separated); unknown: {', '.join(repr(k) for k in unknown)}."
         )
     return list(dict.fromkeys(keys))
 

@@ -144,7 +144,7 @@ def test_daily_usage_spreads_runs_over_their_days_and_adds_up_to_the_month(ledge
 def test_bad_months_and_group_keys_are_refused_with_a_message() -> None:
     with pytest.raises(ValueError, match="YYYY-MM"):
         usage_report(group_by=["team"], month="2026-13")
-    with pytest.raises(ValueError, match="unknown: node"):
+    with pytest.raises(ValueError, match="unknown: 'node'"):
         usage_report(group_by=["team", "node"])
 
 
@@ -174,6 +174,11 @@ def test_the_usage_api_refuses_bad_input_with_field_messages_and_hides_other_tea
     bad = client.get("/api/v1/usage/", {"group_by": "node", "month": "11/2026", "format": "csv"})
     assert bad.status_code == 400 and bad["Content-Type"].startswith("application/json")
     assert set(bad.json()["extra"]["fields"]) == {"group_by", "month"}
+    for empty in ("group_by", "month"):
+        assert client.get("/api/v1/usage/", {empty: ""}).status_code == 400, empty
+    assert client.get("/api/v1/usage/", {"month": "2026-11\n"}).status_code == 400
+    assert client.get("/api/v1/usage/", {"group_by": "team,"}).status_code == 400
+    assert client.get("/api/v1/usage/", {"team": ""}).status_code == 404
     assert client.get("/api/v1/usage/", {"team": "speech"}).status_code == 404
     assert client.get("/api/v1/usage/", {"team": "nonexistent"}).status_code == 404
     assert api_client_for(None).get("/api/v1/usage/").status_code == 401
