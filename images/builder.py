@@ -8,9 +8,12 @@ one-line message a person can act on.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shlex
+import tarfile
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -18,6 +21,11 @@ import requests
 from docker.errors import APIError, DockerException, ImageNotFound
 
 from images.catalog import CatalogImage
+
+# The throughput helper every image installs (images/gpu_platform): added to each build context as
+# ``gpu_platform/``, since a Dockerfile cannot COPY from outside its own folder.
+HELPER_DIR = Path(__file__).resolve().parent / "gpu_platform"
+HELPER_CONTEXT_NAME = "gpu_platform"
 
 # NCCL and gloo exchange data through /dev/shm; Docker's default 64 MiB is too small for them.
 SMOKE_TEST_SHM = "2g"
@@ -50,6 +58,22 @@ def connect(timeout: int = 30) -> docker.DockerClient:
     return client
 
 
+def build_context(context_dir: Path) -> io.BytesIO:
+    """The image's folder plus the helper package under ``gpu_platform/``, as an uncompressed tar."""
+
+    def clean(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        parts = Path(info.name).parts
+        return None if "__pycache__" in parts or any(p.endswith(".egg-info") for p in parts) else info
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for path in sorted(context_dir.iterdir()):
+            tar.add(path, arcname=path.name, filter=clean)
+        tar.add(HELPER_DIR, arcname=HELPER_CONTEXT_NAME, filter=clean)
+    buffer.seek(0)
+    return buffer
+
+
 def build(
     client: docker.DockerClient,
     image: CatalogImage,
@@ -65,7 +89,8 @@ def build(
     pull = image.parent is None
     try:
         stream = client.api.build(
-            path=str(image.context_dir),
+            fileobj=build_context(image.context_dir),
+            custom_context=True,
             tag=reference,
             buildargs=dict(build_args),
             rm=True,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from images.builder import HELPER_CONTEXT_NAME, HELPER_DIR
 from images.catalog import DOCKERFILES_DIR, load_catalog
 from images.dockerfile import logical_lines, parse_dockerfile
 
@@ -125,6 +126,9 @@ def test_every_dockerfile_uses_pipefail_and_copies_only_files_it_has(image_dir: 
         if line.upper().startswith(("COPY ", "ADD ")):
             sources = [w for w in line.split()[1:-1] if not w.startswith("--")]
             for source in sources:
+                if source == HELPER_CONTEXT_NAME:  # the builder adds the helper package to every context
+                    assert (HELPER_DIR / "pyproject.toml").is_file()
+                    continue
                 assert (image_dir / source).is_file(), f"{image_dir.name}: {line}"
         assert not line.upper().startswith("ADD "), "ADD fetches and unpacks implicitly; use COPY or curl"
 
@@ -170,6 +174,8 @@ def pip_requirements(line: str) -> list[str]:
                 skip_next = False
             elif token in {"--index-url", "--extra-index-url", "-i", "-r", "-c"}:
                 skip_next = True
+            elif token.startswith("/"):
+                continue  # a folder in the image (the helper package), not a registry requirement
             elif not token.startswith("-"):
                 found.append(token.strip('"'))
     return found

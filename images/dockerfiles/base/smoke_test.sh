@@ -38,6 +38,12 @@ for dir in /workspace /checkpoints /opt/venv; do
   check "${dir} is writable" sh -c "touch '${dir}/.smoke-test' && rm '${dir}/.smoke-test'"
 done
 
+# Throughput contract: the helper writes the number to the file the platform names.
+tput_file="$(mktemp)"
+check "gpu_platform.report_throughput writes GPU_PLATFORM_THROUGHPUT_FILE" sh -c \
+  "GPU_PLATFORM_THROUGHPUT_FILE='${tput_file}' python -c 'import gpu_platform; gpu_platform.report_throughput(12.5)' && test \"\$(cat '${tput_file}')\" = 12.5"
+rm -f "${tput_file}"
+
 # Preemption contract: the checkpoint loop saves on SIGTERM and resumes from it with RESUME=1.
 if out="$(python /opt/gpu-platform/smoke-test/checkpoint.py --self-test 2>&1)"; then
   pass "a preempted training loop checkpoints on SIGTERM and resumes with RESUME=1"

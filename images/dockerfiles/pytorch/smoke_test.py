@@ -4,7 +4,7 @@
     python /opt/gpu-platform/smoke-test/pytorch.py [--require-gpu]
 
 Checks, one line each: PyTorch imports and is the build this image promises (CUDA wheel or CPU
-wheel); the GPUs PyTorch sees, each running a matrix multiply; a tiny training step whose loss falls;
+wheel); the GPUs PyTorch sees, each running a matrix multiply; a tiny training step whose loss falls, its rate reported through gpu_platform;
 its model and optimizer through torch.save / torch.load; the base image's preemption loop (checkpoint
 on SIGTERM, resume with RESUME=1);
 a two-process all-reduce through torch.distributed: NCCL when two GPUs are visible, gloo otherwise (the
@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 
 FAILURES: list[str] = []
@@ -58,14 +59,16 @@ def check_gpus(torch, require_gpu: bool) -> int:
     return count
 
 
-def check_training_step(torch, device: str) -> None:
-    """Fit y = 3x + 2 with SGD for a few steps; the loss must fall to under half its start."""
+def check_training_step(torch, device: str) -> float:
+    """Fit y = 3x + 2 with SGD for a few steps; the loss must fall to under half its start. Returns
+    the loop's steps per second."""
     torch.manual_seed(0)
     x = torch.randn(256, 1).to(device)
     y = 3 * x + 2
     model = torch.nn.Linear(1, 1).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     losses = []
+    started = time.perf_counter()
     for _ in range(20):
         optimizer.zero_grad()
         loss = torch.nn.functional.mse_loss(model(x), y)
@@ -76,6 +79,33 @@ def check_training_step(torch, device: str) -> None:
         losses[-1] < losses[0] / 2,
         f"training step on {device}: loss {losses[0]:.4f} -> {losses[-1]:.4f}",
     )
+    return 20 / max(time.perf_counter() - started, 1e-9)
+
+
+def check_throughput_report(steps_per_second: float) -> None:
+    """The platform's throughput contract: the training loop's rate through gpu_platform lands in the
+    file the platform names (a temporary one when the test runs outside the platform)."""
+    try:
+        import gpu_platform
+    except Exception as exc:
+        report(False, f"import gpu_platform (the throughput helper): {exc}")
+        return
+    name = gpu_platform.THROUGHPUT_ENV
+    given = os.environ.get(name)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = given or os.path.join(tmp, "throughput")
+        os.environ[name] = path
+        try:
+            gpu_platform.report_throughput(steps_per_second)
+            with open(path) as fh:
+                written = float(fh.read().split()[-1])
+        except Exception as exc:
+            report(False, f"report_throughput: {exc}")
+            return
+        finally:
+            if given is None:
+                del os.environ[name]
+    report(written > 0, f"throughput reported to the platform: {written:g} steps/s")
 
 
 CHECKPOINT_LOOP = "/opt/gpu-platform/smoke-test/checkpoint.py"
@@ -181,7 +211,7 @@ def main(argv: list[str]) -> int:
         report(dist.is_nccl_available(), f"NCCL {'.'.join(map(str, torch.cuda.nccl.version()))} is bundled")
     gpus = check_gpus(torch, args.require_gpu) if cuda_build else 0
     try:
-        check_training_step(torch, "cuda:0" if gpus else "cpu")
+        check_throughput_report(check_training_step(torch, "cuda:0" if gpus else "cpu"))
         check_torch_checkpoint(torch, "cuda:0" if gpus else "cpu")
         if gpus >= 2:
             check_all_reduce(torch, "nccl")

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 FAILURES: list[str] = []
 WORKER_TIMEOUT_S = 300
@@ -69,15 +70,45 @@ def check_gpus(tf, require_gpu: bool) -> int:
     return len(gpus)
 
 
-def check_training_step(tf) -> None:
-    """Fit y = 3x + 2 with Keras SGD for a few epochs; the loss must fall to under half its start."""
+def check_training_step(tf) -> float:
+    """Fit y = 3x + 2 with Keras SGD for a few epochs; the loss must fall to under half its start.
+    Returns the epochs (one step each) per second."""
     tf.keras.utils.set_random_seed(0)
     x = tf.random.normal((256, 1))
     y = 3 * x + 2
     model = tf.keras.Sequential([tf.keras.Input(shape=(1,)), tf.keras.layers.Dense(1)])
     model.compile(optimizer=tf.keras.optimizers.SGD(learning_rate=0.1), loss="mse")
+    started = time.perf_counter()
     history = model.fit(x, y, epochs=10, batch_size=256, verbose=0).history["loss"]
+    rate = 10 / max(time.perf_counter() - started, 1e-9)
     report(history[-1] < history[0] / 2, f"Keras training step: loss {history[0]:.4f} -> {history[-1]:.4f}")
+    return rate
+
+
+def check_throughput_report(steps_per_second: float) -> None:
+    """The platform's throughput contract: the training loop's rate through gpu_platform lands in the
+    file the platform names (a temporary one when the test runs outside the platform)."""
+    try:
+        import gpu_platform
+    except Exception as exc:
+        report(False, f"import gpu_platform (the throughput helper): {exc}")
+        return
+    name = gpu_platform.THROUGHPUT_ENV
+    given = os.environ.get(name)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = given or os.path.join(tmp, "throughput")
+        os.environ[name] = path
+        try:
+            gpu_platform.report_throughput(steps_per_second)
+            with open(path) as fh:
+                written = float(fh.read().split()[-1])
+        except Exception as exc:
+            report(False, f"report_throughput: {exc}")
+            return
+        finally:
+            if given is None:
+                del os.environ[name]
+    report(written > 0, f"throughput reported to the platform: {written:g} steps/s")
 
 
 CHECKPOINT_LOOP = "/opt/gpu-platform/smoke-test/checkpoint.py"
@@ -195,7 +226,7 @@ def main(argv: list[str]) -> int:
     if args.require_gpu and not cuda_build:
         report(False, "--require-gpu given, but this is a CPU-only TensorFlow build")
     gpus = check_gpus(tf, args.require_gpu) if cuda_build else 0
-    check_training_step(tf)
+    check_throughput_report(check_training_step(tf))
     check_tf_checkpoint(tf)
     check_checkpoint_loop()
     if gpus < 2:
