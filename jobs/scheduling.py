@@ -56,7 +56,7 @@ from jobs.services import job_transition
 from jobs.shared_gpu_notes import agree_on_shared_gpus
 from jobs.states import JobStatus
 from observability import metrics
-from quotas.models import Quota, UsageEntry
+from quotas.models import UsageEntry
 from quotas.selectors import attained_gpu_seconds, cohort_quotas
 from quotas.services import QuotaDenied, las_gpus
 from scheduler import framework, profiles
@@ -186,15 +186,15 @@ def _service_history() -> ServiceHistory:
 
 
 def _borrowed(running: list[tuple[Job, float]]) -> set[int]:
-    """Running jobs beyond their team's guarantee (the newest runs of a team borrow first)."""
-    guarantees = dict(Quota.objects.values_list("team_id", "guaranteed_gpu_milli"))
-    held: dict[int, int] = defaultdict(int)
-    borrowed: set[int] = set()
-    for job, _started in sorted(running, key=lambda item: (item[1], item[0].pk)):
-        held[job.team_id] += job.total_gpu_milli
-        if held[job.team_id] > guarantees.get(job.team_id, 0):
-            borrowed.add(job.pk)
-    return borrowed
+    """Running jobs admitted on borrowed GPUs (beyond their team's guarantee; the quota ledger marks
+    them at admission). Reclaim takes them only while their team still holds more than its guarantee
+    (scheduler.policy.cohort.reclaim)."""
+    ids = [job.pk for job, _started in running]
+    return set(
+        UsageEntry.objects.filter(
+            job_id__in=ids, released_at__isnull=True, borrowed_gpu_milli__gt=0
+        ).values_list("job_id", flat=True)
+    )
 
 
 def _running_jobs(
