@@ -211,6 +211,10 @@ def test_a_researcher_submits_a_fractional_job_and_follows_it_to_success(
     page.get_by_role("button", name="Import into the form").click()
     sync_api.expect(page.locator("#panel-form")).to_be_visible()
     sync_api.expect(page.locator("#f-gpu-milli")).to_have_value("300")
+    # The import checks what it imported: the reserved variable is still there, and says so.
+    sync_api.expect(page.locator("#err-env")).to_contain_text("CUDA_VISIBLE_DEVICES is set by the platform")
+    assert len(console.errors) == 1 and "400" in console.errors[0], console.errors
+    console.errors.clear()
 
     # --- Fix the field and ask for a quarter of a GPU with the slider. ---
     page.get_by_label("Environment variables").fill("LR=0.1")
@@ -233,7 +237,7 @@ def test_a_researcher_submits_a_fractional_job_and_follows_it_to_success(
     assert job.command == ["python", "train.py", "--epochs", "3"]
     sync_api.expect(page.locator("#job-status")).to_have_text("QUEUED")
 
-    # Another job of this researcher on two whole GPUs, one that can never be placed, and jobs of
+    # Another job of this researcher on two whole GPUs, one that waits for its team's quota, and jobs of
     # another team.
     pair = job_submit(
         user=member,
@@ -243,7 +247,8 @@ def test_a_researcher_submits_a_fractional_job_and_follows_it_to_success(
     )
     waiting = job_submit(
         user=member,
-        spec=JobSpec(name="needs-a100", command=["python", "big.py"], gpus=1, gpu_models=["A100"]),
+        # Six more GPUs than the team's maximum of 8 leaves free once the others run: it waits.
+        spec=JobSpec(name="needs-six", command=["python", "big.py"], gpus=6),
         image=image,
         team=team,
     )
@@ -285,7 +290,7 @@ def test_a_researcher_submits_a_fractional_job_and_follows_it_to_success(
     sync_api.expect(page.locator("#stat-waiting")).to_have_text("1")
     queue_row = page.locator(f'#queue-table tr[data-job-id="{waiting.pk}"]')
     sync_api.expect(queue_row).to_contain_text("#1")
-    sync_api.expect(queue_row).to_contain_text("A100")
+    sync_api.expect(queue_row).to_contain_text("quota")
     sync_api.expect(page.locator(".topo-note").first).to_contain_text("NVLink groups: A {0–3}, B {4–7}")
     # The chart draws the platform's persisted history (none sampled in this test: an empty range).
     sync_api.expect(page.locator("#history-chart")).to_have_attribute("data-points", "0")
@@ -311,7 +316,7 @@ def test_a_researcher_submits_a_fractional_job_and_follows_it_to_success(
 
     # --- Cancel the job that waits. ---
     page.goto(f"{base}/jobs/{waiting.pk}/")
-    sync_api.expect(page.locator("#job-queue")).to_contain_text("A100")
+    sync_api.expect(page.locator("#job-queue")).to_contain_text("quota")
     page.get_by_role("button", name="Cancel job").click()
     page.get_by_role("button", name="Yes, cancel it").click()
     sync_api.expect(page.locator("#job-status")).to_have_text("STOPPED")
