@@ -1,4 +1,5 @@
-"""REST views of quotas: usage vs limits of the caller's teams; quota admins may change limits."""
+"""REST views of quotas: usage vs limits of the caller's teams (with borrowing, fair share, budget and
+waiting jobs); quota admins may change limits and grant GPU-hours."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from accounts.models import Team
 from accounts.selectors import teams_for_user
 from config.api import ErrorSerializer
 from quotas import selectors, services
-from quotas.serializers import QuotaUpdateInput, QuotaUsageOutput
+from quotas.serializers import BudgetGrantInput, QuotaUpdateInput, QuotaUsageOutput
 
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer}
 
@@ -65,3 +66,21 @@ class QuotaDetailView(APIView):
         data.is_valid(raise_exception=True)
         services.quota_set(team=team, actor=request.user, **data.validated_data)
         return Response(QuotaUsageOutput(selectors.quota_usage(team=team, user=request.user)).data)
+
+
+class BudgetGrantView(APIView):
+    @extend_schema(
+        summary="Grant a team extra GPU-hours for this month (quota admins; audited)",
+        request=BudgetGrantInput,
+        responses={201: QuotaUsageOutput, **ERRORS},
+    )
+    def post(self, request: Request, team_id: int) -> Response:
+        team = _team(request.user, team_id)
+        if not is_quota_admin(request.user):
+            raise PermissionDenied("Only quota admins can grant GPU-hours.")
+        data = BudgetGrantInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.budget_grant(team=team, actor=request.user, **data.validated_data)
+        return Response(
+            QuotaUsageOutput(selectors.quota_usage(team=team, user=request.user)).data, status=201
+        )

@@ -2,9 +2,10 @@
 
 from django.urls import re_path
 
-from quotas.api import QuotaDetailView, QuotaListView
+from quotas.api import BudgetGrantView, QuotaDetailView, QuotaListView
 
 urlpatterns: list = [
     re_path(r"^quotas/?$", QuotaListView.as_view(), name="quota-list"),
     re_path(r"^quotas/(?P<team_id>[0-9]+)/?$", QuotaDetailView.as_view(), name="quota-detail"),
+    re_path(r"^quotas/(?P<team_id>[0-9]+)/grants/?$", BudgetGrantView.as_view(), name="quota-grant"),
 ]

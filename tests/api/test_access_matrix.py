@@ -76,6 +76,13 @@ MATRIX: list[tuple[str, str, str, Any, dict[str, int]]] = [
         {"max_gpu_milli": 16000},
         _statuses(403, 403, 403, 404, 401),
     ),
+    (
+        "quota-grant",
+        "post",
+        "/api/v1/quotas/{team}/grants/",
+        {"gpu_hours": 5},
+        _statuses(403, 403, 403, 404, 401),
+    ),
     ("image-list", "get", "/api/v1/images/", None, READ_ANY),
     ("image-detail", "get", "/api/v1/images/{image}/", None, READ_ANY),
     ("cluster", "get", "/api/v1/cluster/", None, READ_ANY),

@@ -142,7 +142,11 @@ def test_a_huge_body_is_a_400_not_a_500(member, team, image, api_client_for, set
     assert stored() == before
 
 
-def test_over_quota_is_a_409_with_a_clear_message(member, team, image, api_client_for, stored) -> None:
+def test_more_than_the_teams_maximum_is_a_400_naming_the_limit(
+    member, team, image, api_client_for, stored
+) -> None:
+    # Over the quota's *free* share a job is accepted and waits (tests/quotas); over the maximum
+    # itself it could never run, so it is refused.
     Quota.objects.filter(team=team).update(max_gpu_milli=1000)
     before = stored()
 
@@ -152,10 +156,10 @@ def test_over_quota_is_a_409_with_a_clear_message(member, team, image, api_clien
         format="json",
     )
 
-    assert response.status_code == 409
-    assert response.json()["code"] == "quota_exceeded"
-    assert response.json()["extra"] == {"limit": "gpus"}
-    assert "1 GPU(s) of quota left; this job needs 2" in response.json()["message"]
+    assert response.status_code == 400
+    assert "team Vision's maximum is 1, so it could never run" in str(
+        response.json()["extra"]["fields"]["gpus"]
+    )
     assert stored() == before
 
 

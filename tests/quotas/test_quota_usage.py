@@ -227,9 +227,7 @@ def test_the_admin_changes_limits_through_quota_set(client, team) -> None:
     assert "cannot exceed the maximum" in refused.content.decode()
     assert Quota.objects.get(team=team).max_concurrent_jobs == 20
 
-    response = client.post(
-        f"/admin/quotas/quota/{quota.pk}/change/", {**form, "guaranteed_gpus": "1"}
-    )
+    response = client.post(f"/admin/quotas/quota/{quota.pk}/change/", {**form, "guaranteed_gpus": "1"})
 
     assert response.status_code == 302
     quota.refresh_from_db()
@@ -260,3 +258,63 @@ def test_a_preempted_job_waiting_in_the_queue_uses_no_gpu_hours_meanwhile(submit
             job_transition(job=job, to=status, actor="t")
         Job.objects.filter(pk=job.pk).update(run_started_at=timezone.now() - timedelta(minutes=30))
         assert gpu_hours_this_month(team=team) == pytest.approx(3.0, rel=1e-3)  # plus the current run
+
+
+def test_the_quota_api_shows_borrowing_fair_share_budget_and_waiting_jobs(
+    submit_job, member, team, api_client_for
+) -> None:
+    Quota.objects.filter(team=team).update(guaranteed_gpu_milli=1000, lending_limit_gpu_milli=500)
+    _admit(submit_job(member, gpu_milli=None, gpus=2))
+    waiting = submit_job(member, gpu_milli=None, gpus=1)
+    Job.objects.filter(pk=waiting.pk).update(pending_reason="waiting for quota: team Vision uses 8 of 8 GPUs")
+
+    (usage,) = api_client_for(member).get("/api/v1/quotas/").json()
+
+    assert (usage["guaranteed_gpu_milli"], usage["borrowed_gpu_milli"]) == (1000, 1000)
+    assert usage["lending_limit_gpu_milli"] == 500
+    assert usage["fair_share_factor"] == 1.0 and usage["decayed_gpu_hours"] == 0.0  # nothing ran yet
+    assert (usage["budget_gpu_hours"], usage["budget_warning"]) == (1000.0, False)
+    assert usage["waiting_jobs"] == [
+        {
+            "job_id": waiting.pk,
+            "name": waiting.name,
+            "reason": "waiting for quota: team Vision uses 8 of 8 GPUs",
+        }
+    ]
+
+
+def test_decayed_usage_and_fair_share_come_from_the_run_ledger(submit_job, member, team, other_team) -> None:
+    Quota.objects.filter(team__in=[team, other_team]).update(guaranteed_gpu_milli=1000)
+    job = _admit(submit_job(member, gpu_milli=None, gpus=2))
+    RunUsage.objects.create(
+        team=team, job=job, started_at=NOW - timedelta(days=7, hours=1), ended_at=NOW - timedelta(days=7),
+        gpus=2, gpu_milli=2000, gpu_seconds=7200.0, ended_as="SUCCEEDED",
+    )  # fmt: skip
+
+    with time_machine.travel(NOW, tick=False):
+        mine, theirs = quota_usage(team=team), quota_usage(team=other_team)
+
+    # 2 GPU-hours one half-life ago count about 1 (the hour's own decay aside).
+    assert mine.decayed_gpu_hours == pytest.approx(1.0, rel=5e-3)
+    assert mine.fair_share_factor == pytest.approx(2**-2)  # all the usage on half the weight
+    assert theirs.fair_share_factor == 1.0
+
+
+def test_a_quota_admin_sets_a_lending_limit_and_grants_hours_through_the_api(
+    quota_admin, team, api_client_for
+) -> None:
+    client = api_client_for(quota_admin)
+
+    patched = client.patch(f"/api/v1/quotas/{team.pk}/", {"lending_limit_gpu_milli": 2000}, format="json")
+    granted = client.post(
+        f"/api/v1/quotas/{team.pk}/grants/", {"gpu_hours": 50, "reason": "deadline"}, format="json"
+    )
+    cleared = client.patch(f"/api/v1/quotas/{team.pk}/", {"lending_limit_gpu_milli": None}, format="json")
+    refused = client.post(f"/api/v1/quotas/{team.pk}/grants/", {"gpu_hours": -1}, format="json")
+
+    assert patched.json()["lending_limit_gpu_milli"] == 2000
+    assert (granted.status_code, granted.json()["budget_gpu_hours"]) == (201, 1050.0)
+    assert cleared.json()["lending_limit_gpu_milli"] is None
+    assert refused.status_code == 400 and "gpu_hours" in refused.json()["extra"]["fields"]
+    kinds = list(QuotaEvent.objects.filter(team=team).order_by("id").values_list("kind", flat=True))
+    assert kinds == ["limits_set", "budget_grant", "limits_set"]
