@@ -239,6 +239,18 @@ def test_the_form_shows_every_field_error_at_once(
     sync_api.expect(page.locator("#err-gpu_memory_mib")).to_contain_text("Must be between 0 and")
     sync_api.expect(page.locator("#form-message")).to_contain_text("4 fields need a fix")
     assert Job.objects.count() == 0
+    # Fixed, then checked without submitting: nothing is created.
+    page.get_by_label("Environment variables").fill("LR=0.1")
+    page.get_by_label("Replicas").fill("2")
+    page.get_by_label("Priority").fill("5")
+    page.get_by_label("GPU memory (MiB)").fill("1024")
+    page.get_by_role("button", name="Check without submitting").click()
+    sync_api.expect(page.locator("#form-message")).to_have_text(
+        "Every field is valid; nothing was submitted."
+    )
+    sync_api.expect(page.locator("#form-message")).to_have_class("alert ok")
+    assert page.locator("#submit-form [aria-invalid=true]").count() == 0
+    assert Job.objects.count() == 0
     assert expected_400s(console) == []
 
 

@@ -169,6 +169,7 @@
     }
     const count = Object.keys(fields).length;
     const head = summary || (count ? count + " field" + (count === 1 ? " needs" : "s need") + " a fix." : (data.message || "The job could not be submitted."));
+    message.className = "alert error";
     message.replaceChildren(el("p", { text: head }));
     if (loose.length) message.appendChild(el("ul", {}, loose.map(function (t) { return el("li", { text: t }); })));
     message.hidden = false;
@@ -209,7 +210,6 @@
       message.hidden = false;
       return;
     }
-    message.className = "alert error";
     showErrors(answer.ok ? { data: {} } : answer, local);
   });
 
@@ -286,7 +286,6 @@
     const problems = fill(spec);
     await select(tabs[0]);
     P.clearErrors(form, message);
-    message.className = "alert error";
     const extra = {};
     if (problems.length) extra.non_field_errors = problems;
     if (!check.ok || problems.length) {
