@@ -179,3 +179,40 @@ class SoloProfile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.image} {self.command[:60]} on {self.gpu_model or 'any GPU'}"
+
+
+class ColocationMeasurement(models.Model):
+    """Two jobs measured while sharing one GPU (issue 21): each one's throughput while sharing against
+    its solo throughput, beside what the interference model predicted when they were placed.
+
+    Written only by ``jobs.colocation.colocation_record``. A configuration is (image, command hash),
+    the key of ``SoloProfile``; ``norm_*`` = throughput while sharing / solo throughput, as measured.
+    """
+
+    job_a = models.ForeignKey(Job, null=True, on_delete=models.SET_NULL, related_name="+")
+    job_b = models.ForeignKey(Job, null=True, on_delete=models.SET_NULL, related_name="+")
+    image_a = models.CharField(max_length=300)
+    command_hash_a = models.CharField(max_length=64)
+    image_b = models.CharField(max_length=300)
+    command_hash_b = models.CharField(max_length=64)
+    gpu_model = models.CharField(max_length=100, blank=True, help_text="As NVML names it")
+    node = models.CharField(max_length=200, blank=True)
+    gpu_index = models.IntegerField(null=True, blank=True)
+    share_a_milli = models.PositiveIntegerField(help_text="Milli-GPU of job A on the shared GPU")
+    share_b_milli = models.PositiveIntegerField(help_text="Milli-GPU of job B on the shared GPU")
+    throughput_a = models.FloatField(help_text="Reported throughput of A while sharing")
+    throughput_b = models.FloatField(help_text="Reported throughput of B while sharing")
+    solo_throughput_a = models.FloatField()
+    solo_throughput_b = models.FloatField()
+    norm_a = models.FloatField(help_text="Measured normalised throughput of A (1 = no interference)")
+    norm_b = models.FloatField(help_text="Measured normalised throughput of B")
+    predicted_a = models.FloatField(null=True, blank=True, help_text="Predicted at placement time")
+    predicted_b = models.FloatField(null=True, blank=True, help_text="Predicted at placement time")
+    measured_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-measured_at", "-id"]
+        indexes = [models.Index(fields=["image_a", "command_hash_a", "image_b", "command_hash_b"])]
+
+    def __str__(self) -> str:
+        return f"{self.image_a} x {self.image_b} on {self.gpu_model or 'a GPU'}: {self.norm_a:.2f}/{self.norm_b:.2f}"

@@ -137,13 +137,14 @@ def as_job_profile(row: SoloProfile) -> ProfileDict:
     ).as_job_profile()
 
 
-def _job_key(job: Job) -> tuple[str, str]:
+def job_configuration(job: Job) -> tuple[str, str]:
+    """(image reference, command hash): the key a job shares with its solo profile and measurements."""
     return job.image.reference, command_hash(command_line(job.command or [], job.args or []))
 
 
 def solo_profiles_for_jobs(jobs: Sequence[Job]) -> dict[int, ProfileDict]:
     """Job id -> profile for the jobs whose image and command were profiled (one query)."""
-    keys = {job.pk: _job_key(job) for job in jobs}
+    keys = {job.pk: job_configuration(job) for job in jobs}
     if not keys:
         return {}
     rows = SoloProfile.objects.filter(

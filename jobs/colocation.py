@@ -1,0 +1,123 @@
+"""Co-location measurements (issue 21): two jobs that shared a GPU, measured against their solo runs.
+
+Write: ``colocation_record`` turns the throughputs two jobs reported while sharing one GPU (the
+throughput contract, ``scheduler.backends.throughput``) into a ``ColocationMeasurement``, when both
+configurations have a solo throughput on that GPU model (``SoloProfile``)::
+
+    norm_X = throughput of X while sharing / solo throughput of X on the same GPU model
+
+Nothing is recorded (None) when either solo throughput is unknown or not positive: a ratio against
+another GPU model's rate would mix hardware speed into the interference.
+
+Reads: ``measured_normalised`` is the mean measured pair of two configurations (either order), what
+the unpacking rule is to prefer over a prediction once it exists; ``colocation_pair_records`` gives
+every measurement as a ``PairRecord`` of dataset ``platform``, the form the interference model and
+the online correction (``scheduler.interference.online``) learn from.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.models import ColocationMeasurement, Job, SoloProfile
+from jobs.profiling_services import as_job_profile, job_configuration
+from scheduler.interference.datasets import PairRecord
+from scheduler.interference.features import normalize_gpu_type
+
+
+def _solo(image: str, command_hash: str, gpu_model: str) -> SoloProfile | None:
+    return SoloProfile.objects.filter(image=image, command_hash=command_hash, gpu_model=gpu_model).first()
+
+
+@transaction.atomic
+def colocation_record(
+    *,
+    job_a: Job,
+    job_b: Job,
+    gpu_model: str,
+    throughput_a: float,
+    throughput_b: float,
+    share_a_milli: int,
+    share_b_milli: int,
+    node: str = "",
+    gpu_index: int | None = None,
+    predicted_a: float | None = None,
+    predicted_b: float | None = None,
+    measured_at: datetime | None = None,
+) -> ColocationMeasurement | None:
+    """Record one measured co-location (module docstring); None when a solo throughput is missing."""
+    if throughput_a < 0 or throughput_b < 0:
+        raise ValueError("throughputs must be >= 0")
+    (image_a, hash_a), (image_b, hash_b) = job_configuration(job_a), job_configuration(job_b)
+    solo_a, solo_b = _solo(image_a, hash_a, gpu_model), _solo(image_b, hash_b, gpu_model)
+    if solo_a is None or solo_b is None:
+        return None
+    if not (solo_a.solo_throughput and solo_a.solo_throughput > 0):
+        return None
+    if not (solo_b.solo_throughput and solo_b.solo_throughput > 0):
+        return None
+    return ColocationMeasurement.objects.create(
+        job_a=job_a,
+        job_b=job_b,
+        image_a=image_a,
+        command_hash_a=hash_a,
+        image_b=image_b,
+        command_hash_b=hash_b,
+        gpu_model=gpu_model,
+        node=node,
+        gpu_index=gpu_index,
+        share_a_milli=share_a_milli,
+        share_b_milli=share_b_milli,
+        throughput_a=throughput_a,
+        throughput_b=throughput_b,
+        solo_throughput_a=solo_a.solo_throughput,
+        solo_throughput_b=solo_b.solo_throughput,
+        norm_a=throughput_a / solo_a.solo_throughput,
+        norm_b=throughput_b / solo_b.solo_throughput,
+        predicted_a=predicted_a,
+        predicted_b=predicted_b,
+        measured_at=measured_at or timezone.now(),
+    )
+
+
+def measured_normalised(job_a: Job, job_b: Job, gpu_model: str = "") -> tuple[float, float] | None:
+    """Mean measured (norm of A, norm of B) over every measurement of the two configurations, in
+    either order (optionally on one GPU model); None when they were never measured together."""
+    (image_a, hash_a), (image_b, hash_b) = job_configuration(job_a), job_configuration(job_b)
+    rows = ColocationMeasurement.objects.all()
+    if gpu_model:
+        rows = rows.filter(gpu_model=gpu_model)
+    values: list[tuple[float, float]] = []
+    for row in rows.filter(image_a=image_a, command_hash_a=hash_a, image_b=image_b, command_hash_b=hash_b):
+        values.append((row.norm_a, row.norm_b))
+    for row in rows.filter(image_a=image_b, command_hash_a=hash_b, image_b=image_a, command_hash_b=hash_a):
+        values.append((row.norm_b, row.norm_a))
+    if not values:
+        return None
+    return (sum(v[0] for v in values) / len(values), sum(v[1] for v in values) / len(values))
+
+
+def colocation_pair_records() -> list[PairRecord]:
+    """Every measurement as a ``PairRecord`` (dataset ``platform``) with both jobs' solo profiles."""
+    out: list[PairRecord] = []
+    solos = {(s.image, s.command_hash, s.gpu_model): s for s in SoloProfile.objects.all()}
+    for row in ColocationMeasurement.objects.order_by("measured_at", "id"):
+        sa = solos.get((row.image_a, row.command_hash_a, row.gpu_model))
+        sb = solos.get((row.image_b, row.command_hash_b, row.gpu_model))
+        if sa is None or sb is None:
+            continue
+        out.append(
+            PairRecord(
+                dataset="platform",
+                gpu_type=normalize_gpu_type(row.gpu_model),
+                profile_a=as_job_profile(sa),
+                profile_b=as_job_profile(sb),
+                feasible=True,
+                norm_a=row.norm_a,
+                norm_b=row.norm_b,
+            )
+        )
+    return out

@@ -1,0 +1,121 @@
+"""Co-location measurements: two jobs that shared a GPU, against their solo throughputs (issue 21)."""
+# ruff: noqa: F811  (pytest fixtures are imported by name and then requested as arguments)
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jobs.colocation import colocation_pair_records, colocation_record, measured_normalised
+from jobs.models import ColocationMeasurement
+from jobs.profiling_services import solo_profile_record
+from scheduler.interference.online import OnlinePredictor
+from tests.jobs.runtime_fixtures import (  # noqa: F401  (fixtures)
+    clock,
+    image,
+    researcher,
+    submit,
+    team,
+)
+
+GPU = "Tesla T4"
+
+
+def _solo(image_ref: str, command: list[str], throughput: float | None, gpu_model: str = GPU) -> None:
+    samples = [
+        {"t": float(t), "gpu_util": 40.0, "mem_util": 10.0, "memory_mib": 2000.0, "throughput": throughput}
+        for t in range(5)
+    ]
+    solo_profile_record(image=image_ref, command=command, gpu_model=gpu_model, samples=samples, warmup_s=1.0)
+
+
+@pytest.fixture
+def pair(researcher, image) -> tuple[Any, Any]:
+    a = submit(researcher, image, gpu_milli=500, gpu_memory_mib=2048, command=["python", "a.py"])
+    b = submit(researcher, image, gpu_milli=500, gpu_memory_mib=2048, command=["python", "b.py"])
+    return a, b
+
+
+def test_two_jobs_sharing_a_gpu_become_a_measurement_of_their_normalised_throughputs(pair, image) -> None:
+    a, b = pair
+    _solo(image.reference, ["python", "a.py"], 400.0)
+    _solo(image.reference, ["python", "b.py"], 100.0)
+    row = colocation_record(
+        job_a=a,
+        job_b=b,
+        gpu_model=GPU,
+        throughput_a=300.0,
+        throughput_b=50.0,
+        share_a_milli=500,
+        share_b_milli=500,
+        node="n1",
+        gpu_index=0,
+        predicted_a=0.8,
+        predicted_b=0.6,
+    )
+    assert row is not None and ColocationMeasurement.objects.count() == 1
+    assert (row.norm_a, row.norm_b) == (pytest.approx(0.75), pytest.approx(0.5))
+    assert (row.predicted_a, row.predicted_b) == (0.8, 0.6)
+    assert (row.solo_throughput_a, row.solo_throughput_b) == (400.0, 100.0)
+
+
+def test_nothing_is_recorded_without_a_solo_throughput_on_that_gpu_model(pair, image) -> None:
+    a, b = pair
+    _solo(image.reference, ["python", "a.py"], 400.0)
+    _solo(image.reference, ["python", "b.py"], 100.0, gpu_model="NVIDIA A100")  # another GPU model
+    kwargs = dict(gpu_model=GPU, throughput_a=1.0, throughput_b=1.0, share_a_milli=500, share_b_milli=500)
+    assert colocation_record(job_a=a, job_b=b, **kwargs) is None
+    _solo(image.reference, ["python", "b.py"], None)  # profiled on the T4, but it reported no rate
+    assert colocation_record(job_a=a, job_b=b, **kwargs) is None
+    assert not ColocationMeasurement.objects.exists()
+
+
+def test_the_measured_pair_is_the_mean_of_its_measurements_in_either_order(pair, image) -> None:
+    a, b = pair
+    _solo(image.reference, ["python", "a.py"], 400.0)
+    _solo(image.reference, ["python", "b.py"], 100.0)
+    assert measured_normalised(a, b) is None
+    common = dict(gpu_model=GPU, share_a_milli=500, share_b_milli=500)
+    colocation_record(job_a=a, job_b=b, throughput_a=320.0, throughput_b=60.0, **common)
+    colocation_record(job_a=b, job_b=a, throughput_a=40.0, throughput_b=240.0, **common)
+    norm_a, norm_b = measured_normalised(a, b)  # type: ignore[misc]
+    assert norm_a == pytest.approx((0.8 + 0.6) / 2) and norm_b == pytest.approx((0.6 + 0.4) / 2)
+    assert measured_normalised(b, a) == (pytest.approx(norm_b), pytest.approx(norm_a))
+
+
+def test_measurements_become_training_pairs_the_online_correction_learns_from(pair, image) -> None:
+    a, b = pair
+    _solo(image.reference, ["python", "a.py"], 400.0)
+    _solo(image.reference, ["python", "b.py"], 100.0)
+    colocation_record(
+        job_a=a,
+        job_b=b,
+        gpu_model=GPU,
+        throughput_a=200.0,
+        throughput_b=50.0,
+        share_a_milli=500,
+        share_b_milli=500,
+    )
+    (record,) = colocation_pair_records()
+    assert record.dataset == "platform" and record.gpu_type == "t4"
+    assert (record.norm_a, record.norm_b) == (0.5, 0.5)
+    assert (
+        record.profile_a["solo_throughput"] == 400.0
+        and record.profile_a["job_key"] != record.profile_b["job_key"]
+    )
+
+    class Constant:
+        """A model that always predicts 0.9: the residual of the measurement is then -0.4."""
+
+        def predict_records(self, records):  # type: ignore[no-untyped-def]
+            import numpy as np
+
+            n = 2 * len(records)
+            return np.full(n, 0.9), np.full(n, 0.9), np.ones(n)
+
+    predictor = OnlinePredictor(base=[], fit=lambda _: Constant(), shrink=(1.0, 1.0, 1.0))
+    before, _ = predictor.predict([record])
+    predictor.observe(record)
+    after, _ = predictor.predict([record])
+    assert after[0] < before[0] and after[0] > 0.5  # moved towards the measurement, shrunk
