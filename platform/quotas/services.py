@@ -319,3 +319,21 @@ def quota_set(*, team: Team, actor: Any, **limits: Any) -> Quota:
     )
     audit.info("quota set: %s %s by %s", team.slug, limits, who)
     return quota
+
+
+@transaction.atomic
+def quota_set_urgent_users(*, team: Team, users: Any, actor: Any) -> Quota:
+    """Set who may submit ``urgent`` jobs in ``team`` (audited)."""
+    quota = _lock_quota(team)
+    chosen = list(users)
+    quota.urgent_users.set(chosen)
+    who = getattr(actor, "username", str(actor))
+    names = ", ".join(sorted(u.get_username() for u in chosen)) or "nobody"
+    QuotaEvent.objects.create(
+        team=team,
+        kind=QuotaEvent.Kind.LIMITS_SET,
+        message=f"urgent users set by {who}: {names}"[:1000],
+        actor=who,
+    )
+    audit.info("urgent users: %s %s by %s", team.slug, names, who)
+    return quota
