@@ -688,3 +688,40 @@ def test_the_changed_pages_fit_a_phone(
     assert no_horizontal_overflow(phone)
     shot(phone, "phone-submit.png")
     assert console.errors == []
+
+
+def test_the_gpu_map_shows_allocation_and_measured_utilisation_as_two_numbers(
+    browser: Any, live_server: Any, sim: Sim, member: Any, team: Any, image: Any, monkeypatch: Any
+) -> None:
+    from jobs.services import job_submit
+    from jobs.specs import JobSpec
+
+    job_submit(
+        user=member,
+        spec=JobSpec(name="q", command=["t"], gpu_milli=250, sim_duration_seconds=900),
+        image=image,
+        team=team,
+    )
+    run_cluster(sim, seconds=13)
+    # The simulated cluster measures nothing; here its first GPU reports what a node agent would.
+    real = sim.backend.snapshot
+
+    def measured() -> Any:
+        snapshot = real()
+        snapshot.nodes[0].gpus[0].utilization_pct = 37.0
+        return snapshot
+
+    monkeypatch.setattr(sim.backend, "snapshot", measured)
+    console = Console()
+    page = new_page(browser, console)
+    log_in(page, live_server.url, "max")
+
+    page.goto(f"{live_server.url}/")
+
+    first = page.locator("li.gpu").first
+    sync_api.expect(first.locator(".alloc")).to_have_text(re.compile(r"^\d+% alloc$"))
+    sync_api.expect(first.locator(".util")).to_have_text("37% util")
+    # Where nothing is measured, only the allocation shows (it never reads as utilisation).
+    sync_api.expect(page.locator("li.gpu").nth(1).locator(".util")).to_have_count(0)
+    assert "utilisation 37%" in (first.get_attribute("aria-label") or "")
+    assert console.errors == []
