@@ -56,7 +56,10 @@ def json_login_required(view: Any) -> Any:
 @login_required
 @require_GET
 def dashboard(request: HttpRequest) -> HttpResponse:
-    return render(request, "frontend/dashboard.html", {"nav": "dashboard"})
+    from quotas.selectors import budget_warnings
+
+    warnings = budget_warnings(teams=teams_for_user(user=request.user))
+    return render(request, "frontend/dashboard.html", {"nav": "dashboard", "budget_warnings": warnings})
 
 
 @login_required

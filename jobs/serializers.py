@@ -296,10 +296,29 @@ class JobDetailOutput(JobOutput):
         "a lower level is served first); null when the policy has no levels."
     )
     preemption_history = serializers.SerializerMethodField()
+    borrowed_gpu_milli = serializers.SerializerMethodField(
+        help_text="Milli-GPU it holds beyond its team's guarantee (borrowed idle GPUs; reclaimable when "
+        "the lending team needs them); 0 when not borrowing or not admitted."
+    )
+    priority_class = serializers.SerializerMethodField(help_text="low, normal, high or urgent.")
 
     class Meta(JobOutput.Meta):
-        fields = [*JobOutput.Meta.fields, "las_level", "preemption_history", "tasks"]
+        fields = [
+            *JobOutput.Meta.fields, "las_level", "preemption_history", "borrowed_gpu_milli", "priority_class", "tasks",
+        ]  # fmt: skip
         read_only_fields = fields
+
+    @extend_schema_field(serializers.IntegerField())
+    def get_borrowed_gpu_milli(self, job: Job) -> int:
+        from quotas.selectors import borrowed_gpu_milli
+
+        return borrowed_gpu_milli(job_id=job.pk)
+
+    @extend_schema_field(serializers.ChoiceField(choices=["low", "normal", "high", "urgent"]))
+    def get_priority_class(self, job: Job) -> str:
+        from scheduler.policy.priority_class import class_of
+
+        return class_of(job.priority)
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_las_level(self, job: Job) -> int | None:

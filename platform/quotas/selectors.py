@@ -284,3 +284,26 @@ def run_gpu_hours(*, job_id: int) -> float | None:
     if not runs:
         return None
     return sum(run.gpu_hours for run in runs)
+
+
+def borrowed_gpu_milli(*, job_id: int) -> int:
+    """Milli-GPU of the job's current admission beyond its team's guarantee (0: not borrowing, or
+    not admitted now)."""
+    value = (
+        UsageEntry.objects.filter(job_id=job_id, released_at__isnull=True)
+        .values_list("borrowed_gpu_milli", flat=True)
+        .first()
+    )
+    return int(value or 0)
+
+
+def budget_warnings(*, teams: QuerySet[Team] | list[Team]) -> list[QuotaUsage]:
+    """Usage of those of ``teams`` past 80 % of this month's budget (the dashboard's warnings)."""
+    from quotas.services import BUDGET_WARNING_FRACTION, budget_gpu_hours
+
+    out = []
+    for quota in Quota.objects.filter(team__in=list(teams)).select_related("team"):
+        budget = budget_gpu_hours(quota=quota)
+        if budget > 0 and gpu_hours_this_month(team=quota.team) >= BUDGET_WARNING_FRACTION * budget:
+            out.append(quota_usage(team=quota.team))
+    return out

@@ -41,6 +41,10 @@
       (job.allow_sharing ? "; may share its GPU" : "");
     $("job-attained").textContent = (job.attained_gpu_seconds / 3600).toFixed(3) + " GPU-hours" +
       (typeof job.las_level === "number" ? " (LAS level " + job.las_level + "; lower levels are served first)" : "");
+    $("job-priority").textContent = job.priority + (job.priority_class ? " (" + job.priority_class + ")" : "");
+    $("job-borrowed").textContent = job.borrowed_gpu_milli
+      ? job.borrowed_gpu_milli / 1000 + " GPU(s) beyond the team's guarantee: borrowed, reclaimed if the lender needs them"
+      : "none";
     $("job-preemptions").textContent = job.preemptions + " preemption(s), " + job.migrations + " of them migration(s)";
     $("job-time-lost").textContent = job.time_lost_seconds ? Math.round(job.time_lost_seconds) + " s (grace periods and restarts)" : "–";
     renderPreemptions(job.preemption_history || []);
