@@ -1,0 +1,38 @@
+"""ETA: ``plan_cycle`` run forward over expected remaining times gives exact start times on a queue
+computed by hand."""
+
+from __future__ import annotations
+
+from scheduler.policy.eta import estimate_starts
+from tests.scheduler.policy.scenario import Job, view
+
+NOW = 10_000.0
+
+
+def test_a_hand_computed_queue_gets_exact_start_times() -> None:
+    # One node, 2 GPUs. A ends in 100 s, B in 300 s. FIFO queue: C (2 GPUs, 50 s), then D (1 GPU, 10 s),
+    # then E (1 GPU, 40 s).
+    running = [Job("A", on=[("n1", (0,))]), Job("B", on=[("n1", (1,))])]
+    queue = [Job("C", gpus=2, submitted=1.0), Job("D", submitted=2.0), Job("E", submitted=3.0)]
+    v = view({"n1": 2}, running, queue, now=NOW)
+
+    got = estimate_starts(
+        v, "fifo", remaining={"A": 100.0, "B": 300.0}, durations={"C": 50.0, "D": 10.0, "E": 40.0}
+    )
+
+    # t=100: A ends, 1 GPU free: C (2) does not fit, D does (FIFO placement fills what fits) -> 100.
+    # t=110: D ends, E fits -> 110. t=150: E ends. t=300: B ends, both GPUs free: C -> 300.
+    assert {j: e.start_at for j, e in got.items()} == {"C": NOW + 300, "D": NOW + 100, "E": NOW + 110}
+    assert {e.confidence for e in got.values()} == {"high"}
+
+
+def test_a_job_behind_work_of_unknown_length_has_no_eta_and_guesses_lower_the_confidence() -> None:
+    running = [Job("A", on=[("n1", (0,))]), Job("B", on=[("n1", (1,))])]
+    v = view({"n1": 2}, running, [Job("C", gpus=2), Job("D")], now=NOW)
+
+    got = estimate_starts(
+        v, "fifo", remaining={"A": 60.0, "B": None}, durations={"C": 10.0, "D": 5.0}, sources={"A": "guess"}
+    )
+
+    assert (got["D"].start_at, got["D"].confidence) == (NOW + 60, "low")
+    assert got["C"].start_at is None  # B's end is unknown: 2 GPUs are never free
