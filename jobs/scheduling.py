@@ -52,6 +52,7 @@ from jobs.cluster import get_backend
 from jobs.faults import fault_point
 from jobs.models import Job, JobEvent, Task, TaskPhase
 from jobs.profiling_services import fill_running_task_profiles, solo_profiles_for_jobs
+from jobs.queue_eta import refresh_etas
 from jobs.services import job_transition
 from jobs.shared_gpu_notes import agree_on_shared_gpus
 from jobs.states import JobStatus
@@ -610,7 +611,11 @@ def _cycle_once(backend: ClusterBackend, now: float | None = None) -> CycleResul
     cycle = build_view(backend, now=now, rounds=rounds)
     _place_planned(cycle, result)
     view = cycle.view
-    decision = plan_cycle(view, active_policy())
+    policy = active_policy()
+    if view.rounds and view.queue and settings.QUEUE_ETA:
+        # Before this cycle's decision changes the view: the estimate replays the same policy.
+        refresh_etas(replace(view, snapshot=view.snapshot.copy()), policy, cycle.queued)
+    decision = plan_cycle(view, policy)
     order = decision.queue_order or "the policy's order"
     cache.set(QUEUE_ORDER_KEY, order, timeout=None)
     preempted = _apply_preemptions(backend, decision, cycle)

@@ -215,6 +215,14 @@ class JobOutput(serializers.ModelSerializer):
         help_text="Attained service: GPU-seconds over all runs including the current one (a shared "
         "GPU counts as one, as in 2D-LAS); kept across preemptions and requeues."
     )
+    eta = serializers.SerializerMethodField(
+        help_text="While QUEUED: estimated start (the policy run forward over expected run times, "
+        "jobs.queue_eta); null when unknown."
+    )
+    eta_confidence = serializers.SerializerMethodField(
+        help_text="high (every time it depends on is a declared limit), medium (some from history), "
+        "low (some guessed); null without an estimate."
+    )
 
     class Meta:
         model = Job
@@ -251,6 +259,8 @@ class JobOutput(serializers.ModelSerializer):
             "queue_position",
             "queue_order",
             "attained_gpu_seconds",
+            "eta",
+            "eta_confidence",
             "preemptions",
             "migrations",
             "time_lost_seconds",
@@ -274,6 +284,29 @@ class JobOutput(serializers.ModelSerializer):
         if job.status != "QUEUED":
             return None
         return self.context.get("queue_order") or None
+
+    def _eta(self, job: Job) -> tuple[float | None, str | None]:
+        if job.status != "QUEUED":
+            return (None, None)
+        if "_etas" not in self.context:  # one read per response, shared by the list's items
+            from django.core.cache import cache
+
+            from jobs.queue_eta import ETA_KEY
+
+            self.context["_etas"] = cache.get(ETA_KEY) or {}
+        found = self.context["_etas"].get(job.pk)
+        return (found[0], found[1]) if found else (None, None)
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_eta(self, job: Job) -> str | None:
+        from datetime import UTC, datetime
+
+        start = self._eta(job)[0]
+        return None if start is None else datetime.fromtimestamp(start, tz=UTC).isoformat()
+
+    @extend_schema_field(serializers.ChoiceField(choices=["high", "medium", "low"], allow_null=True))
+    def get_eta_confidence(self, job: Job) -> str | None:
+        return self._eta(job)[1]
 
     @extend_schema_field(serializers.FloatField())
     def get_attained_gpu_seconds(self, job: Job) -> float:

@@ -161,3 +161,18 @@ def test_a_job_waiting_for_the_budget_runs_after_a_grant(sim, clock, image, quot
     budget_grant(team=team, gpu_hours=10.0, actor=quota_admin, reason="deadline")
 
     assert cycle(sim).admitted == [job.pk]
+
+
+def test_a_waiting_job_gets_an_eta_and_its_confidence_in_the_api(sim, clock, image, api_client_for) -> None:
+    team, user = teams(vision={"max_gpu_milli": 8000})["vision"]
+    first = submit(user, image, team=team, gpus=2, max_runtime_seconds=600, sim_duration_seconds=100_000)
+    cycle(sim)
+    start(first, sim, clock)
+    waiting = submit(user, image, team=team, gpus=2, max_runtime_seconds=100)
+
+    cycle(sim)
+
+    body = api_client_for(user).get(f"/api/v1/jobs/{waiting.pk}/").json()
+    assert body["status"] == "QUEUED"
+    assert body["eta"] is not None and body["eta_confidence"] == "high"  # the running job's limit is known
+    assert api_client_for(user).get(f"/api/v1/jobs/{first.pk}/").json()["eta"] is None  # not waiting

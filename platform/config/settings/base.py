@@ -293,6 +293,8 @@ SCHEDULER_ROUND_SECONDS = env_float("SCHEDULER_ROUND_SECONDS", 360.0)
 SCHEDULER_LAS_THRESHOLDS_GPU_S = [float(x) for x in env_list("SCHEDULER_LAS_THRESHOLDS_GPU_S", [])]
 # Half-life of the decayed GPU-hour usage behind the teams' fair share (docs/quotas.md).
 QUOTA_USAGE_HALF_LIFE_DAYS = env_float("QUOTA_USAGE_HALF_LIFE_DAYS", 7.0)
+# Estimate each waiting job's start at the cycle's rounds (jobs.queue_eta; the API's ``eta``).
+QUEUE_ETA = env_bool("QUEUE_ETA", True)
 CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", "simulated")
 # Simulated backend: seconds of simulated time per real second, and the cluster it models.
 SIM_TIME_SCALE = env_float("SIM_TIME_SCALE", 60.0)
