@@ -41,13 +41,24 @@ WAIT_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
 # Job size by the GPUs it holds over all replicas (a shared GPU counts its share).
 SIZES = ((999, "lt1"), (1000, "1"), (4000, "2-4"), (8000, "5-8"))
 SIZE_LARGEST = "gt8"
+# Relative error of a predicted normalised throughput against the measured one.
+ERROR_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 class PlatformCollector(Collector):
     """The platform's state metrics; see docs/observability.md for the list."""
 
     def collect(self) -> Iterator[Metric]:
-        for part in (self._queue, self._jobs, self._start_wait, self._cluster, self._teams, self._heartbeats):
+        parts = (
+            self._queue,
+            self._jobs,
+            self._start_wait,
+            self._cluster,
+            self._teams,
+            self._heartbeats,
+            self._interference,
+        )
+        for part in parts:
             try:
                 yield from part()
             except Exception:  # noqa: BLE001  (one broken part must not cost the whole scrape)
@@ -237,6 +248,28 @@ class PlatformCollector(Collector):
             ratio.add_metric(slug, month / allowed if allowed > 0 else 0.0)
         yield from (used, guaranteed, maximum, hours, budget, ratio)
 
+    # ------------------------------------------------------------------ interference model
+
+    def _interference(self) -> Iterable[Metric]:
+        """The model's error on every co-location measured so far (jobs.ColocationMeasurement), as a
+        histogram per GPU model: computed from the table, so it holds across restarts."""
+        from jobs.models import ColocationMeasurement
+
+        family = HistogramMetricFamily(
+            "gpu_platform_interference_prediction_error_ratio",
+            "|predicted - measured| / measured normalised throughput of co-located jobs, where measured",
+            labels=["gpu_model"],
+        )
+        rows = ColocationMeasurement.objects.filter(
+            Q(predicted_a__isnull=False) | Q(predicted_b__isnull=False)
+        )
+        values = rows.values_list("gpu_model", "norm_a", "predicted_a", "norm_b", "predicted_b")
+        for model, errors in sorted(interference_errors(values).items()):
+            buckets = [(_le(b), float(sum(1 for e in errors if e <= b))) for b in ERROR_BUCKETS]
+            buckets.append(("+Inf", float(len(errors))))
+            family.add_metric([model], buckets, sum(errors))
+        yield family
+
     # ------------------------------------------------------------------ heartbeats
 
     def _heartbeats(self) -> Iterable[Metric]:
@@ -254,6 +287,20 @@ class PlatformCollector(Collector):
         for kind, age in sorted(heartbeat.stale(max_age_s=-1.0, now=now).items()):
             family.add_metric([kind], age)
         yield family
+
+
+def interference_errors(
+    rows: Iterable[tuple[str, float, float | None, float, float | None]],
+) -> dict[str, list[float]]:
+    """Relative errors ``|predicted - measured| / measured`` per GPU model, from measured co-locations
+    (gpu_model, norm_a, predicted_a, norm_b, predicted_b); a job without a prediction or with a
+    measured throughput of 0 adds nothing."""
+    out: dict[str, list[float]] = defaultdict(list)
+    for model, norm_a, predicted_a, norm_b, predicted_b in rows:
+        for measured, predicted in ((norm_a, predicted_a), (norm_b, predicted_b)):
+            if predicted is not None and measured > 0:
+                out[model or "unknown"].append(abs(predicted - measured) / measured)
+    return dict(out)
 
 
 def _le(bound: float) -> str:

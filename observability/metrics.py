@@ -35,11 +35,6 @@ MIGRATIONS = Counter(
 RECLAIMS = Counter(
     "gpu_platform_reclaims_total", "Preemptions that gave a team's guaranteed GPUs back to it (rule reclaim*)"
 )
-INTERFERENCE_ERROR = Histogram(
-    "gpu_platform_interference_prediction_error_ratio",
-    "|predicted - measured| / measured slowdown of a co-located job, where a co-location was measured",
-    buckets=(0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0),
-)
 
 
 @contextmanager
@@ -65,9 +60,3 @@ def record_preemption(*, rule: str, migration: bool) -> None:
         MIGRATIONS.labels(rule=rule).inc()
     if rule.startswith("reclaim"):
         RECLAIMS.inc()
-
-
-def record_interference(*, predicted: float, measured: float) -> None:
-    """A measured co-location: the relative error of the interference model's predicted slowdown."""
-    if measured > 0:
-        INTERFERENCE_ERROR.observe(abs(predicted - measured) / measured)

@@ -236,3 +236,28 @@ def test_the_budget_gauges_count_this_months_grants(db, team, owner, settings) -
     series = scrape()
     assert value(series, "gpu_platform_team_gpu_hours_budget", team="vision") == 1000.0 + 250.0
     assert value(series, "gpu_platform_team_budget_used_ratio", team="vision") == 0.0
+
+
+def test_the_interference_error_histogram_counts_each_measured_prediction(db) -> None:
+    from jobs.models import ColocationMeasurement
+
+    def measured(model: str, norm_a: float, predicted_a: Any, norm_b: float, predicted_b: Any) -> None:
+        ColocationMeasurement.objects.create(
+            image_a="a:1", command_hash_a="x", image_b="b:1", command_hash_b="y", gpu_model=model,
+            share_a_milli=500, share_b_milli=500, throughput_a=1.0, throughput_b=1.0,
+            solo_throughput_a=1.0, solo_throughput_b=1.0,
+            norm_a=norm_a, norm_b=norm_b, predicted_a=predicted_a, predicted_b=predicted_b,
+        )  # fmt: skip
+
+    measured("T4", 0.8, 0.9, 0.5, 0.5)  # errors 0.125 and 0
+    measured("T4", 0.7, None, 0.6, None)  # nothing predicted: nothing to compare
+    measured("A100", 0.4, 0.2, 0.0, 0.3)  # error 0.5; a measured 0 cannot be divided by
+    series = scrape()
+    name = "gpu_platform_interference_prediction_error_ratio"
+    assert value(series, f"{name}_count", gpu_model="T4") == 2
+    assert value(series, f"{name}_sum", gpu_model="T4") == pytest.approx(0.125)
+    assert value(series, f"{name}_bucket", gpu_model="T4", le="0.1") == 1
+    assert value(series, f"{name}_bucket", gpu_model="T4", le="0.2") == 2
+    assert value(series, f"{name}_count", gpu_model="A100") == 1
+    assert value(series, f"{name}_bucket", gpu_model="A100", le="0.2") == 0
+    assert value(series, f"{name}_bucket", gpu_model="A100", le="0.5") == 1
