@@ -93,6 +93,30 @@ def _number(**kwargs: Any) -> serializers.FloatField:
     return serializers.FloatField(error_messages=_bounds_messages(kwargs, "A number is required."), **kwargs)
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "integer", "minimum": -specs.MAX_PRIORITY, "maximum": specs.MAX_PRIORITY},
+            {"type": "string", "enum": ["low", "normal", "high", "urgent"]},
+        ]
+    }
+)
+class PriorityField(serializers.IntegerField):
+    """An integer priority, or a priority class name (low, normal, high, urgent) for its value."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, str) and data.strip() and not data.strip().lstrip("+-").isdigit():
+            from scheduler.policy.priority_class import PRIORITY_CLASSES, priority_value
+
+            try:
+                return priority_value(data)
+            except ValueError:
+                raise serializers.ValidationError(
+                    f"An integer or a priority class: {', '.join(PRIORITY_CLASSES)}."
+                ) from None
+        return int(super().to_internal_value(data))
+
+
 GPU_REQUESTS = ("cpu", "share", "whole")
 
 
@@ -126,7 +150,18 @@ class JobCreateInput(StrictInputMixin, serializers.Serializer):
     cpu_milli = _int(min_value=1, max_value=specs.MAX_CPU_MILLI, required=False, default=1000)
     memory_mib = _int(min_value=1, max_value=specs.MAX_MEMORY_MIB, required=False, default=2048)
     replicas = _int(min_value=1, max_value=specs.MAX_REPLICAS, required=False, default=1)
-    priority = _int(min_value=-specs.MAX_PRIORITY, max_value=specs.MAX_PRIORITY, required=False, default=0)
+    priority = PriorityField(
+        min_value=-specs.MAX_PRIORITY,
+        max_value=specs.MAX_PRIORITY,
+        required=False,
+        default=0,
+        error_messages=_bounds_messages(
+            {"min_value": -specs.MAX_PRIORITY, "max_value": specs.MAX_PRIORITY},
+            "A valid integer is required.",
+        ),
+        help_text="Higher first; or a class: low (-100), normal (0), high (100), urgent (500, if an admin "
+        "allowed you). A higher class may preempt a lower one of the same team.",
+    )
     max_runtime_seconds = _int(
         min_value=1, max_value=specs.MAX_RUNTIME_SECONDS, required=False, allow_null=True, default=None
     )

@@ -53,3 +53,16 @@ def test_a_job_on_borrowed_gpus_says_so_in_its_detail(submit_job, member, team, 
     assert client.get(f"/api/v1/jobs/{own.pk}/").json()["borrowed_gpu_milli"] == 0
     detail = client.get(f"/api/v1/jobs/{extra.pk}/").json()
     assert (detail["borrowed_gpu_milli"], detail["priority_class"]) == (2000, "high")
+
+
+def test_a_priority_class_may_be_named_at_submit(member, team, image, api_client_for) -> None:
+    client = api_client_for(member)
+    body = {"team": team.pk, "image": image.pk, "command": ["python", "train.py"], "gpu_milli": 250}
+
+    high = client.post("/api/v1/jobs/", {**body, "priority": "high"}, format="json")
+    unknown = client.post("/api/v1/jobs/", {**body, "priority": "asap"}, format="json")
+    urgent = client.post("/api/v1/jobs/", {**body, "priority": "urgent"}, format="json")
+
+    assert high.status_code == 201 and high.json()["priority"] == 100
+    assert unknown.status_code == 400 and "priority" in unknown.json()["extra"]["fields"]
+    assert urgent.status_code == 400 and "urgent" in str(urgent.json()["extra"]["fields"]["priority"])
