@@ -271,7 +271,8 @@
         el("td", {}, [el("a", { href: "/jobs/" + job.id + "/", text: job.id + " " + (job.name || "") })]),
         el("td", { text: job.team_slug }),
         el("td", { text: P.asks(job) + (job.replicas > 1 ? " ×" + job.replicas : "") }),
-        el("td", { class: "reason", text: job.pending_reason || "waiting for the next scheduling cycle" }),
+        el("td", { class: "reason", text: (job.pending_reason || "waiting for the next scheduling cycle") +
+          (job.eta ? "; expected to start " + new Date(job.eta).toLocaleString() + " (" + job.eta_confidence + " confidence)" : "") }),
       ]);
     });
     if (!rows.length) rows.push(el("tr", {}, [el("td", { colspan: "5", text: "None of your teams' jobs is waiting." })]));

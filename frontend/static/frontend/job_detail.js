@@ -41,6 +41,8 @@
       (job.allow_sharing ? "; may share its GPU" : "");
     $("job-attained").textContent = (job.attained_gpu_seconds / 3600).toFixed(3) + " GPU-hours" +
       (typeof job.las_level === "number" ? " (LAS level " + job.las_level + "; lower levels are served first)" : "");
+    if (job.eta) $("job-queue").textContent = ($("job-queue").textContent || "") + "; expected to start " +
+      new Date(job.eta).toLocaleString() + " (" + job.eta_confidence + " confidence)";
     $("job-priority").textContent = job.priority + (job.priority_class ? " (" + job.priority_class + ")" : "");
     $("job-borrowed").textContent = job.borrowed_gpu_milli
       ? job.borrowed_gpu_milli / 1000 + " GPU(s) beyond the team's guarantee: borrowed, reclaimed if the lender needs them"
