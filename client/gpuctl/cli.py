@@ -329,7 +329,8 @@ def describe(state: State, job_id: int, output: str) -> int:
             rows.append(("Reason", job.pending_reason))
         for key in ("eta", "eta_seconds", "estimated_start"):  # only when the server provides one
             if job.extra.get(key) not in (None, ""):
-                rows.append(("ETA", str(job.extra[key])))
+                confidence = job.extra.get("eta_confidence")
+                rows.append(("ETA", str(job.extra[key]) + (f" ({confidence} confidence)" if confidence else "")))
         if job.failure_message:
             rows.append(("Failure", job.failure_message))
         if job.retries:
