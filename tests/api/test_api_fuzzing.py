@@ -30,6 +30,8 @@ SEED = 20261201
 SEMANTIC_REJECTIONS = {
     "POST /api/v1/auth/token/": ["201", "400", "429"],
     "POST /api/v1/jobs/": ["201", "400", "403", "409", "429"],
+    # The same checks as submitting (jobs.validation), without creating anything.
+    "POST /api/v1/jobs/validate/": ["200", "400", "403", "429"],
     "POST /api/v1/teams/{team_id}/members/": ["201", "400", "403", "404", "429"],
     "PATCH /api/v1/teams/{team_id}/members/{user_id}/": ["200", "400", "403", "404", "429"],
     "PATCH /api/v1/quotas/{team_id}/": ["200", "400", "403", "404", "429"],
