@@ -38,8 +38,14 @@ are marked ended: phase FAILED, no exit code, ``finished_at`` now, and a message
 ``lost:`` when the cluster lost the task. TaskPhase has no separate "stopped" value: FAILED plus the
 message is the convention, and the job's own status (STOPPED) is the authority on what happened.
 
-Every change goes through ``job_transition`` with ``expected_from`` (compare-and-set), so a sync that
-races a cancel or another sync changes nothing twice. Quota is released by ``job_transition`` when a
+Cost. A pass costs what changed, not what runs: STARTING/RUNNING jobs and their Task rows are read
+as plain values in two queries and compared with the backend's report; only jobs whose tasks changed
+are written (task rows in one bulk update, moves in one ``job_transition_many`` per edge and batch),
+and a job with a failed task alone is loaded as a model. ``SettledTasks`` lets a caller that is the
+only writer of its jobs (the trace replay) skip even the read of jobs whose report did not change.
+
+Every change goes through ``job_transition`` or ``job_transition_many`` with ``expected_from``
+(compare-and-set), so a sync that races a cancel or another sync changes nothing twice. Quota is released by ``job_transition`` when a
 job ends (a requeued job keeps its quota: REQUEUED and QUEUED hold it); a job's end or requeue
 triggers a scheduling cycle because GPUs just became free.
 """
