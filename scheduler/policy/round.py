@@ -33,7 +33,8 @@ The rules, stated once:
 
 Speed: the simulator calls this every ``round_s`` over a cluster of hundreds of jobs, so the victim
 order and the levels are computed on arrays (``Candidates``), and the records of single jobs
-(``Running``, ``Waiting``) are only asked for the jobs a step looks at.
+(``Running``, ``Waiting``) are only asked for the jobs a step looks at (the preemption walk reads
+the queue lazily: with no idle GPU it often stops at the first waiting job).
 """
 
 from __future__ import annotations
@@ -271,67 +272,63 @@ def _unpack(policy: Policy, state: RoundState[Any, Any], now: float, out: RoundO
         _evict(state, out, victim.job, "unpack", victim.job, why, others)
 
 
-def _window(state: RoundState[Any, Any], window: int) -> list[Waiting[Any]]:
-    return list(itertools.islice(state.waiting(), window))
-
-
 def _preempt(policy: Policy, state: RoundState[Any, Any], now: float, window: int, out: RoundOutcome) -> None:
     """Priority and LAS-level preemption over the first ``window`` waiting jobs."""
-    queue = _window(state, window)
-    if not queue:
+    queue = itertools.islice(state.waiting(), window)
+    first = next(queue, None)
+    if first is None:
         return
-    thresholds = policy.las_thresholds
-    wprio = np.array([w.request.priority for w in queue], dtype=np.int64)
-    wlevel = np.array([las_level(thresholds, w.attained_gpu_s) for w in queue], dtype=np.int64)
     c = state.candidates(now)
     if not len(c.jobs):
         return
+    thresholds = policy.las_thresholds
     levels = np.searchsorted(np.asarray(thresholds, dtype=float), c.attained_gpu_s, side="right")
-    ok = c.preemptible.astype(bool) & (now - c.started_at >= c.min_runtime_s - EPS)
-    # Only a candidate some waiting job outranks can be chosen; the victim order puts every other
-    # one after all of those (a lower class or a higher level sorts first), so leaving them out
-    # changes no choice and keeps the walk short.
-    able = c.priority < wprio.max()
-    if policy.preemptive:
-        for p in np.unique(wprio).tolist():
-            able |= (c.priority == p) & (levels > int(wlevel[wprio == p].min()))
-    picked = np.flatnonzero(ok & able)
-    if not picked.size:
+    ok = np.flatnonzero(c.preemptible.astype(bool) & (now - c.started_at >= c.min_runtime_s - EPS))
+    if not ok.size:
         return
-    sub = Candidates(
-        [c.jobs[i] for i in picked.tolist()],
-        c.attained_gpu_s[picked],
-        c.priority[picked],
-        c.started_at[picked],
-        c.order[picked],
-        c.preemptible[picked],
-        c.min_runtime_s[picked],
+    sub: Candidates[Any] = Candidates(
+        [],
+        c.attained_gpu_s[ok],
+        c.priority[ok],
+        c.started_at[ok],
+        c.order[ok],
+        c.preemptible[ok],
+        c.min_runtime_s[ok],
     )
-    sub_levels = levels[picked]
-    rank = victim_order(sub, sub_levels).tolist()
-    level_of = {sub.jobs[i]: int(sub_levels[i]) for i in rank}
-    prio_of = {sub.jobs[i]: int(sub.priority[i]) for i in rank}
-    attained_of = {sub.jobs[i]: float(sub.attained_gpu_s[i]) for i in rank}
-    victims = [sub.jobs[i] for i in rank]
-    info = {id(w): (int(p), int(lv)) for w, p, lv in zip(queue, wprio.tolist(), wlevel.tolist(), strict=True)}
+    # Victims are indices into ``c``, in victim order; only the ones the walk reaches are looked at
+    # (the walk stops at the first waiting job whose need is not met, often the first).
+    victims = ok[victim_order(sub, levels[ok])].tolist()
+    level_of = levels.tolist()
+    prio_of = c.priority.tolist()
+    jobs = c.jobs
+    info: dict[int, tuple[int, int]] = {}
+
+    def rank(w: Waiting[Any]) -> tuple[int, int]:
+        got = info.get(id(w))
+        if got is None:
+            got = info[id(w)] = (int(w.request.priority), las_level(thresholds, w.attained_gpu_s))
+        return got
 
     # A state with team quotas says which victims a waiting job may take (its own team's only).
     allowed = getattr(state, "may_preempt", None)
 
-    def beats(w: Waiting[Any], v: Any) -> bool:
-        p, lv = info[id(w)]
-        if allowed is not None and not allowed(w.job, v):
+    def beats(w: Waiting[Any], v: int) -> bool:
+        p, lv = rank(w)
+        if allowed is not None and not allowed(w.job, jobs[v]):
             return False
         return outranks(policy, p, lv, prio_of[v], level_of[v])
 
-    def frees(v: Any, chosen: set[Any]) -> float:
-        # A GPU becomes idle when all of its tenants are chosen.
-        return float(sum(1 for hs in state.holders(v) if all(h in chosen for h in hs)))
+    chosen_jobs: set[Any] = set()
 
-    waiting = ((w, waiting_need(w.request)) for w in queue)
+    def frees(v: int, chosen: set[int]) -> float:
+        # A GPU becomes idle when all of its tenants are chosen.
+        chosen_jobs.add(jobs[v])
+        return float(sum(1 for hs in state.holders(jobs[v]) if all(h in chosen_jobs for h in hs)))
+
+    waiting = ((w, waiting_need(w.request)) for w in itertools.chain((first,), queue))
     chosen = choose_victims(waiting, victims, beats, frees, float(state.idle_gpus()))
     for v, w in chosen:
-        p, lv = info[id(w)]
+        p, lv = rank(w)
         req = w.request
         if p > prio_of[v]:
             rule = "priority"
@@ -340,9 +337,9 @@ def _preempt(policy: Policy, state: RoundState[Any, Any], now: float, window: in
             rule = "las"
             why = (
                 f"las: waiting job {req.job_id} at level {lv} outranks level {level_of[v]} "
-                f"({attained_of[v] / 3600:.2f} GPU-h attained)"
+                f"({float(c.attained_gpu_s[v]) / 3600:.2f} GPU-h attained)"
             )
-        _evict(state, out, v, rule, w.job, why)
+        _evict(state, out, jobs[v], rule, w.job, why)
 
 
 def _unpack_idle(state: RoundState[Any, Any], now: float, out: RoundOutcome) -> None:
