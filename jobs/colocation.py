@@ -13,19 +13,26 @@ Reads: ``measured_normalised`` is the mean measured pair of two configurations (
 the unpacking rule is to prefer over a prediction once it exists; ``colocation_pair_records`` gives
 every measurement as a ``PairRecord`` of dataset ``platform``, the form the interference model and
 the online correction (``scheduler.interference.online``) learn from.
+
+Retraining: ``interference_retrain`` (beat, ``jobs.tasks.retrain_interference``) refits the model when
+enough new measurements exist, kept only if no worse on them (``scheduler.interference.retrain``).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 from django.db import transaction
 from django.utils import timezone
 
 from jobs.models import ColocationMeasurement, Job, SoloProfile
 from jobs.profiling_services import as_job_profile, job_configuration
-from scheduler.interference.datasets import PairRecord
+from scheduler.datapaths import default_data_dir
+from scheduler.interference.datasets import PairRecord, available_datasets, load_datasets
 from scheduler.interference.features import normalize_gpu_type
+from scheduler.interference.retrain import RetrainOutcome, read_history, retrain_guarded
+from scheduler.interference.store import ModelError, default_model_dir, default_model_path, load_model
 
 
 def _solo(image: str, command_hash: str, gpu_model: str) -> SoloProfile | None:
@@ -121,3 +128,22 @@ def colocation_pair_records() -> list[PairRecord]:
             )
         )
     return out
+
+
+def interference_retrain(*, min_new: int = 20, data_dir: Path | None = None) -> RetrainOutcome | None:
+    """Beat's retraining pass: when at least ``min_new`` measurements arrived since the last decision,
+    retrain on the public permissive pairs (Gavel, if the data folder has them) plus all own
+    measurements, guarded by ``retrain_guarded``; None when there was nothing new enough."""
+    own = colocation_pair_records()
+    model_dir = default_model_dir()
+    history = read_history(model_dir)
+    seen = int(history[-1]["measurements"]) if history else 0
+    if len(own) - seen < min_new:
+        return None
+    folder = data_dir or default_data_dir()
+    base = load_datasets(folder, ["gavel"]) if "gavel" in available_datasets(folder) else []
+    try:
+        old = load_model(default_model_path())
+    except ModelError:
+        old = None
+    return retrain_guarded(base=base, own=own, old=old, model_dir=model_dir, min_measurements=min_new)

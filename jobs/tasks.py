@@ -65,6 +65,16 @@ def sync_status() -> dict[str, object]:
     return {"transitions": result.transitions, "orphans_deleted": result.orphans_deleted}
 
 
+@shared_task(name="jobs.tasks.retrain_interference")
+def retrain_interference() -> dict[str, object] | None:
+    from django.conf import settings
+
+    from jobs.colocation import interference_retrain
+
+    outcome = interference_retrain(min_new=settings.INTERFERENCE_RETRAIN_MIN_NEW)
+    return None if outcome is None else {"accepted": outcome.accepted, "reason": outcome.reason}
+
+
 @shared_task(name="jobs.tasks.reconcile")
 def reconcile_jobs() -> dict[str, object]:
     # No autoretry: the next beat is the retry, and stale ticks expire (see the beat options).

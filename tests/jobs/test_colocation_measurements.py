@@ -119,3 +119,39 @@ def test_measurements_become_training_pairs_the_online_correction_learns_from(pa
     predictor.observe(record)
     after, _ = predictor.predict([record])
     assert after[0] < before[0] and after[0] > 0.5  # moved towards the measurement, shrunk
+
+
+def test_beats_retraining_waits_for_enough_new_measurements_then_records_its_decision(
+    researcher, image, tmp_path, monkeypatch
+) -> None:
+    from jobs.colocation import interference_retrain
+    from scheduler.interference.retrain import read_history
+
+    monkeypatch.setenv("GPU_PLATFORM_MODEL_DIR", str(tmp_path / "models"))
+    jobs = {}
+    for name, family, tput in (("a", "ResNet", 400.0), ("b", "LM", 100.0), ("c", "GAN", 50.0)):
+        command = ["python", f"{name}.py"]
+        samples = [
+            {"t": float(t), "gpu_util": 40.0, "mem_util": 10.0, "memory_mib": 2000.0, "throughput": tput}
+            for t in range(5)
+        ]
+        solo_profile_record(
+            image=image.reference,
+            command=command,
+            gpu_model=GPU,
+            samples=samples,
+            warmup_s=1.0,
+            model_family=family,
+        )
+        jobs[name] = submit(researcher, image, gpu_milli=500, gpu_memory_mib=2048, command=command)
+    common = dict(gpu_model=GPU, share_a_milli=500, share_b_milli=500)
+    colocation_record(job_a=jobs["a"], job_b=jobs["b"], throughput_a=300.0, throughput_b=60.0, **common)
+    empty = tmp_path / "no-public-data"
+    empty.mkdir()
+    assert interference_retrain(min_new=2, data_dir=empty) is None  # one measurement only
+    colocation_record(job_a=jobs["a"], job_b=jobs["c"], throughput_a=200.0, throughput_b=40.0, **common)
+    colocation_record(job_a=jobs["b"], job_b=jobs["c"], throughput_a=70.0, throughput_b=30.0, **common)
+    outcome = interference_retrain(min_new=2, data_dir=empty)
+    assert outcome is not None and outcome.accepted and outcome.measurements == 3
+    assert read_history(tmp_path / "models")[-1]["version"] == "interference-v1.joblib"
+    assert interference_retrain(min_new=2, data_dir=empty) is None  # nothing new since

@@ -190,6 +190,16 @@ CELERY_BEAT_SCHEDULE["cluster-history"] = {
     "schedule": HISTORY_SAMPLE_SECONDS,
     "options": {"expires": HISTORY_SAMPLE_SECONDS},
 }
+# Interference retraining on the platform's own co-location measurements (jobs.colocation): checked
+# hourly, run when this many new measurements exist; on the reconcile queue (rare, minutes at most).
+INTERFERENCE_RETRAIN_SECONDS = env_float("INTERFERENCE_RETRAIN_SECONDS", 3600.0)
+INTERFERENCE_RETRAIN_MIN_NEW = env_int("INTERFERENCE_RETRAIN_MIN_NEW", 20)
+CELERY_TASK_ROUTES["jobs.tasks.retrain_interference"] = {"queue": PLATFORM_QUEUES["reconcile"]}
+CELERY_BEAT_SCHEDULE["interference-retrain"] = {
+    "task": "jobs.tasks.retrain_interference",
+    "schedule": INTERFERENCE_RETRAIN_SECONDS,
+    "options": {"expires": INTERFERENCE_RETRAIN_SECONDS},
+}
 # /metrics (observability.access): with a token, only "Authorization: Bearer <token>"; without one,
 # loopback clients and these networks (CIDR, comma-separated).
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
