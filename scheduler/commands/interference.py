@@ -121,6 +121,11 @@ def register(subparsers: Any) -> None:
         help="refit the model every K measurements (default 0: never; the correction learns at once)",
     )
     on.add_argument("--own-weight", type=int, default=3, help="copies of each own measurement when refitting")
+    on.add_argument(
+        "--shrink",
+        default="2,4,4",
+        help="pseudo-counts of the correction's levels: family pair, + GPU, job next to family (default 2,4,4)",
+    )
     on.add_argument("--no-correction", action="store_true", help="retraining only, no residual correction")
     on.add_argument("--estimator", choices=ESTIMATORS, default=DEFAULT_ESTIMATOR)
     on.add_argument("--seed", type=int, default=0)
@@ -294,6 +299,12 @@ def run_online_benchmark(args: argparse.Namespace) -> int:
         raise CommandError("--retrain-every must be 0 (never) or more")
     if not 0 < args.fraction < 1:
         raise CommandError("--fraction must be between 0 and 1")
+    try:
+        shrink = tuple(float(v) for v in args.shrink.split(","))
+    except ValueError:
+        raise CommandError("--shrink must be three numbers, e.g. 2,4,4") from None
+    if len(shrink) != 3 or min(shrink) <= 0:
+        raise CommandError("--shrink must be three numbers > 0, e.g. 2,4,4")
     data_dir = _data_dir(args.data)
     try:
         records = load_datasets(data_dir, ["gavel"])
@@ -311,6 +322,7 @@ def run_online_benchmark(args: argparse.Namespace) -> int:
         retrain_every=args.retrain_every,
         own_weight=args.own_weight,
         correct=not args.no_correction,
+        shrink=shrink,
         seed=args.seed,
     )
     t0 = time.perf_counter()

@@ -175,6 +175,7 @@ def test_the_command_reveals_a_given_csv_and_writes_final_curve_and_plot(
         (["--retrain-every", "-1"], "--retrain-every must be 0"),
         (["--fraction", "1.5"], "--fraction must be between 0 and 1"),
         (["--reveal", "/nonexistent.csv"], "test file not found"),
+        (["--shrink", "2,4"], "--shrink must be three numbers"),
     ],
 )
 def test_the_command_refuses_bad_arguments_in_one_line(
