@@ -14,6 +14,9 @@ the unpacking rule is to prefer over a prediction once it exists; ``colocation_p
 every measurement as a ``PairRecord`` of dataset ``platform``, the form the interference model and
 the online correction (``scheduler.interference.online``) learn from.
 
+Sweep: ``colocation_sweep`` (beat, ``jobs.tasks.record_colocations``) reads the backend's running
+tasks and records every GPU shared by exactly two of them that both report a throughput.
+
 Retraining: ``interference_retrain`` (beat, ``jobs.tasks.retrain_interference``) refits the model when
 enough new measurements exist, kept only if no worse on them (``scheduler.interference.retrain``).
 """
@@ -26,8 +29,10 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.models import ColocationMeasurement, Job, SoloProfile
+from jobs.models import ColocationMeasurement, Job, SoloProfile, Task
 from jobs.profiling_services import as_job_profile, job_configuration
+from scheduler.backends.base import ClusterBackend, TaskStatus
+from scheduler.backends.base import TaskPhase as BackendPhase
 from scheduler.datapaths import default_data_dir
 from scheduler.interference.datasets import PairRecord, available_datasets, load_datasets
 from scheduler.interference.features import normalize_gpu_type
@@ -147,3 +152,54 @@ def interference_retrain(*, min_new: int = 20, data_dir: Path | None = None) -> 
     except ModelError:
         old = None
     return retrain_guarded(base=base, own=own, old=old, model_dir=model_dir, min_measurements=min_new)
+
+
+def colocation_sweep(backend: ClusterBackend | None = None) -> int:
+    """Record every pair of running tasks that share one GPU and both report a throughput.
+
+    Only a GPU with exactly two tenants, each holding a share (0 < milli < 1000) of that one GPU, is a
+    pair measurement. One row per (job A, job B, node, GPU): a later sweep updates it with the newest
+    rates, so a long co-location counts once. The prediction at placement time is the task's stored
+    ``predicted_slowdown`` (as a normalised throughput, 1 / slowdown). Returns the rows written."""
+    from jobs.cluster import get_backend
+
+    backend = backend or get_backend()
+    running = [
+        s
+        for s in backend.task_statuses()
+        if s.phase is BackendPhase.RUNNING and s.throughput is not None and len(s.gpu_indices) == 1
+    ]
+    if len(running) < 2:
+        return 0
+    tasks = {
+        t.name: t
+        for t in Task.objects.filter(name__in=[s.task_id for s in running]).select_related("job__image")
+    }
+    models = {(n.name, g.index): g.model for n in backend.snapshot().nodes for g in n.gpus}
+    by_gpu: dict[tuple[str, int], list[tuple[TaskStatus, Task]]] = {}
+    for status in running:
+        task = tasks.get(status.task_id)
+        if task is not None and 0 < task.gpu_milli < 1000:
+            by_gpu.setdefault((status.node, status.gpu_indices[0]), []).append((status, task))
+    written = 0
+    for (node, index), tenants in sorted(by_gpu.items()):
+        if len(tenants) != 2 or tenants[0][1].job_id == tenants[1][1].job_id:
+            continue
+        (sa, ta), (sb, tb) = sorted(tenants, key=lambda pair: pair[1].job_id)
+        gpu_model = models.get((node, index), "")
+        ColocationMeasurement.objects.filter(job_a=ta.job, job_b=tb.job, node=node, gpu_index=index).delete()
+        row = colocation_record(
+            job_a=ta.job,
+            job_b=tb.job,
+            gpu_model=gpu_model,
+            throughput_a=float(sa.throughput or 0.0),
+            throughput_b=float(sb.throughput or 0.0),
+            share_a_milli=ta.gpu_milli,
+            share_b_milli=tb.gpu_milli,
+            node=node,
+            gpu_index=index,
+            predicted_a=1.0 / ta.predicted_slowdown if ta.predicted_slowdown else None,
+            predicted_b=1.0 / tb.predicted_slowdown if tb.predicted_slowdown else None,
+        )
+        written += row is not None
+    return written

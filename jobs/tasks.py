@@ -65,6 +65,13 @@ def sync_status() -> dict[str, object]:
     return {"transitions": result.transitions, "orphans_deleted": result.orphans_deleted}
 
 
+@shared_task(name="jobs.tasks.record_colocations")
+def record_colocations() -> int:
+    from jobs.colocation import colocation_sweep
+
+    return colocation_sweep()
+
+
 @shared_task(name="jobs.tasks.retrain_interference")
 def retrain_interference() -> dict[str, object] | None:
     from django.conf import settings

@@ -195,6 +195,14 @@ CELERY_BEAT_SCHEDULE["cluster-history"] = {
 INTERFERENCE_RETRAIN_SECONDS = env_float("INTERFERENCE_RETRAIN_SECONDS", 3600.0)
 INTERFERENCE_RETRAIN_MIN_NEW = env_int("INTERFERENCE_RETRAIN_MIN_NEW", 20)
 CELERY_TASK_ROUTES["jobs.tasks.retrain_interference"] = {"queue": PLATFORM_QUEUES["reconcile"]}
+# Co-location measurements from the running tasks' reported throughputs, once a minute.
+COLOCATION_SWEEP_SECONDS = env_float("COLOCATION_SWEEP_SECONDS", 60.0)
+CELERY_TASK_ROUTES["jobs.tasks.record_colocations"] = {"queue": PLATFORM_QUEUES["sync"]}
+CELERY_BEAT_SCHEDULE["colocation-sweep"] = {
+    "task": "jobs.tasks.record_colocations",
+    "schedule": COLOCATION_SWEEP_SECONDS,
+    "options": {"expires": COLOCATION_SWEEP_SECONDS},
+}
 CELERY_BEAT_SCHEDULE["interference-retrain"] = {
     "task": "jobs.tasks.retrain_interference",
     "schedule": INTERFERENCE_RETRAIN_SECONDS,
