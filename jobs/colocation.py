@@ -25,8 +25,10 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from jobs.models import ColocationMeasurement, Job, SoloProfile, Task
@@ -203,3 +205,25 @@ def colocation_sweep(backend: ClusterBackend | None = None) -> int:
         )
         written += row is not None
     return written
+
+
+def job_colocations(job: Job, limit: int = 20) -> list[dict[str, Any]]:
+    """The job's measured co-locations, newest first, from its side: the partner (its id only when it
+    belongs to the same team), the GPU model, and the measured and predicted slowdowns (1 / y)."""
+    rows = ColocationMeasurement.objects.filter(Q(job_a=job) | Q(job_b=job)).select_related("job_a", "job_b")
+    out: list[dict[str, Any]] = []
+    for row in rows[:limit]:
+        mine_a = row.job_a_id == job.pk
+        partner = row.job_b if mine_a else row.job_a
+        norm = row.norm_a if mine_a else row.norm_b
+        predicted = row.predicted_a if mine_a else row.predicted_b
+        out.append(
+            {
+                "partner": partner.pk if partner is not None and partner.team_id == job.team_id else None,
+                "gpu_model": row.gpu_model,
+                "measured_slowdown": 1.0 / max(norm, 0.01),
+                "predicted_slowdown": 1.0 / max(predicted, 0.01) if predicted else None,
+                "measured_at": row.measured_at,
+            }
+        )
+    return out

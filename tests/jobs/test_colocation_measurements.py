@@ -155,3 +155,28 @@ def test_beats_retraining_waits_for_enough_new_measurements_then_records_its_dec
     assert outcome is not None and outcome.accepted and outcome.measurements == 3
     assert read_history(tmp_path / "models")[-1]["version"] == "interference-v1.joblib"
     assert interference_retrain(min_new=2, data_dir=empty) is None  # nothing new since
+
+
+def test_the_job_page_shows_measured_against_predicted_slowdown(pair, image, researcher) -> None:
+    from django.test import Client
+
+    a, b = pair
+    _solo(image.reference, ["python", "a.py"], 400.0)
+    _solo(image.reference, ["python", "b.py"], 100.0)
+    colocation_record(
+        job_a=a,
+        job_b=b,
+        gpu_model=GPU,
+        throughput_a=200.0,
+        throughput_b=80.0,
+        share_a_milli=500,
+        share_b_milli=500,
+        predicted_a=0.8,
+    )
+    client = Client()
+    client.force_login(researcher)
+    page = client.get(f"/jobs/{a.pk}/").content.decode()
+    assert "Measured interference" in page
+    assert f"job {b.pk}" in page and "2.00x" in page and "1.25x" in page  # 1/0.5 measured, 1/0.8 predicted
+    other = client.get(f"/jobs/{b.pk}/").content.decode()
+    assert "1.25x" in other and "<td>-</td></tr>" in other  # 1/0.8 measured; nothing predicted for b
