@@ -17,12 +17,16 @@ the online correction (``scheduler.interference.online``) learn from.
 Sweep: ``colocation_sweep`` (beat, ``jobs.tasks.record_colocations``) reads the backend's running
 tasks and records every GPU shared by exactly two of them that both report a throughput.
 
+Acted on: ``measured_rates`` gives the cycle's view the measured rate of a shared job whose backend
+measures none (``jobs.scheduling``), the input of the policy's unpacking rule.
+
 Retraining: ``interference_retrain`` (beat, ``jobs.tasks.retrain_interference``) refits the model when
 enough new measurements exist, kept only if no worse on them (``scheduler.interference.retrain``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +44,7 @@ from scheduler.interference.datasets import PairRecord, available_datasets, load
 from scheduler.interference.features import normalize_gpu_type
 from scheduler.interference.retrain import RetrainOutcome, read_history, retrain_guarded
 from scheduler.interference.store import ModelError, default_model_dir, default_model_path, load_model
+from scheduler.policy.view import RunningJob
 
 
 def _solo(image: str, command_hash: str, gpu_model: str) -> SoloProfile | None:
@@ -226,4 +231,28 @@ def job_colocations(job: Job, limit: int = 20) -> list[dict[str, Any]]:
                 "measured_at": row.measured_at,
             }
         )
+    return out
+
+
+def measured_rates(running: Sequence[RunningJob]) -> dict[str, float]:
+    """``RunningJob.rate`` from measurements, for shared jobs whose backend gives none: the job's
+    normalised throughput in the newest measurement of its current co-location (same node and GPU),
+    so the unpacking rule acts on what was measured."""
+    wanted = {
+        int(r.job_id): (p.node, p.gpu_indices[0])
+        for r in running
+        if r.shared and r.job_id.isdigit()
+        for p in r.placements[:1]
+        if len(p.gpu_indices) == 1
+    }
+    if not wanted:
+        return {}
+    rows = ColocationMeasurement.objects.filter(Q(job_a_id__in=wanted) | Q(job_b_id__in=wanted)).order_by(
+        "measured_at", "id"
+    )
+    out: dict[str, float] = {}
+    for row in rows:  # ascending: the newest of each job stays
+        for job_id, norm in ((row.job_a_id, row.norm_a), (row.job_b_id, row.norm_b)):
+            if job_id in wanted and wanted[job_id] == (row.node, row.gpu_index):
+                out[str(job_id)] = norm
     return out

@@ -244,7 +244,11 @@ def _shared_rates(backend: ClusterBackend, running: list[RunningJob]) -> dict[st
     for status in backend.task_statuses():
         if status.job_id in shared and status.phase == TaskPhase.RUNNING:
             per_job[status.job_id].append(status.rate)
-    return {j: min(v for v in rs if v is not None) for j, rs in per_job.items() if None not in rs}
+    rates = {j: min(v for v in rs if v is not None) for j, rs in per_job.items() if None not in rs}
+    # Where the backend measures no rate (local, Kubernetes), a measured co-location is the rate.
+    from jobs.colocation import measured_rates
+
+    return {**measured_rates([r for r in running if r.job_id in shared and r.job_id not in rates]), **rates}
 
 
 def _is_round(now: float) -> bool:

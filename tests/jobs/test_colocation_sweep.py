@@ -1,4 +1,5 @@
-"""Two jobs sharing a GPU on the local backend, both reporting throughput, become one measurement."""
+"""Two jobs sharing a GPU on the local backend, both reporting throughput, become one measurement,
+and its normalised throughputs are the rates the cycle's unpacking rule reads."""
 # ruff: noqa: F811  (pytest fixtures are imported by name and then requested as arguments)
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from jobs import scheduling
+from jobs import scheduling, sync
 from jobs.binding import job_bind
 from jobs.colocation import colocation_sweep
-from jobs.models import ColocationMeasurement
+from jobs.models import ColocationMeasurement, Job
 from jobs.profiling_services import solo_profile_record
 from scheduler.backends.base import TaskPhase
 from tests.jobs.runtime_fixtures import image, local_backend, researcher, submit, team  # noqa: F401  (fixtures)
@@ -69,5 +70,14 @@ def test_two_jobs_sharing_a_gpu_and_reporting_throughput_are_recorded_once_with_
         assert (row.job_a_id, row.job_b_id) == (jobs[0].pk, jobs[1].pk)
         assert (row.norm_a, row.norm_b) == (pytest.approx(30.0 / 40.0), pytest.approx(20.0 / 80.0))
         assert (row.share_a_milli, row.share_b_milli, row.gpu_index) == (500, 500, 0)
+
+        # The cycle's view gives the unpacking rule the measured rates (the local backend has none).
+        deadline = time.monotonic() + 20
+        while {j.status for j in Job.objects.filter(pk__in=[j.pk for j in jobs])} != {"RUNNING"}:
+            assert time.monotonic() < deadline, "the jobs never became RUNNING"
+            sync.sync_status(backend=local)
+            time.sleep(0.05)
+        rates = {r.job_id: r.rate for r in scheduling.build_view(local).view.running}
+        assert rates == {str(jobs[0].pk): pytest.approx(0.75), str(jobs[1].pk): pytest.approx(0.25)}
     finally:
         gate.touch()
