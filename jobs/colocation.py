@@ -35,6 +35,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from jobs.cluster import get_backend
 from jobs.models import ColocationMeasurement, Job, SoloProfile, Task
 from jobs.profiling_services import as_job_profile, job_configuration
 from scheduler.backends.base import ClusterBackend, TaskStatus
@@ -168,8 +169,6 @@ def colocation_sweep(backend: ClusterBackend | None = None) -> int:
     pair measurement. One row per (job A, job B, node, GPU): a later sweep updates it with the newest
     rates, so a long co-location counts once. The prediction at placement time is the task's stored
     ``predicted_slowdown`` (as a normalised throughput, 1 / slowdown). Returns the rows written."""
-    from jobs.cluster import get_backend
-
     backend = backend or get_backend()
     running = [
         s

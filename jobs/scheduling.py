@@ -49,6 +49,7 @@ from django.db.models import F
 from jobs import dispatch, heartbeat, lease
 from jobs.binding import task_placement
 from jobs.cluster import get_backend
+from jobs.colocation import measured_rates
 from jobs.faults import fault_point
 from jobs.models import Job, JobEvent, Task, TaskPhase
 from jobs.profiling_services import fill_running_task_profiles, solo_profiles_for_jobs
@@ -246,8 +247,6 @@ def _shared_rates(backend: ClusterBackend, running: list[RunningJob]) -> dict[st
             per_job[status.job_id].append(status.rate)
     rates = {j: min(v for v in rs if v is not None) for j, rs in per_job.items() if None not in rs}
     # Where the backend measures no rate (local, Kubernetes), a measured co-location is the rate.
-    from jobs.colocation import measured_rates
-
     return {**measured_rates([r for r in running if r.job_id in shared and r.job_id not in rates]), **rates}
 
 
