@@ -327,10 +327,8 @@ def describe(state: State, job_id: int, output: str) -> int:
             rows.append(("Queue position", f"{job.queue_position or '-'}{order}"))
         if job.pending_reason:
             rows.append(("Reason", job.pending_reason))
-        for key in ("eta", "eta_seconds", "estimated_start"):  # only when the server provides one
-            if job.extra.get(key) not in (None, ""):
-                confidence = job.extra.get("eta_confidence")
-                rows.append(("ETA", str(job.extra[key]) + (f" ({confidence} confidence)" if confidence else "")))
+        if job.eta:
+            rows.append(("ETA", job.eta + (f" ({job.eta_confidence} confidence)" if job.eta_confidence else "")))
         if job.failure_message:
             rows.append(("Failure", job.failure_message))
         if job.retries:

@@ -116,6 +116,8 @@ class Job(ApiModel):
     queue_position: int | None
     queue_order: str | None
     attained_gpu_seconds: float
+    eta: str | None
+    eta_confidence: str | None
     preemptions: int
     migrations: int
     time_lost_seconds: float
@@ -156,6 +158,8 @@ class JobDetail(Job):
 
     las_level: int | None = None
     preemption_history: list[Preemption] = field(default_factory=list)
+    borrowed_gpu_milli: int = 0
+    priority_class: str = "normal"
     tasks: list[Task] = field(default_factory=list)
 
 
@@ -206,8 +210,18 @@ class Image(ApiModel):
 
 
 @dataclass
+class WaitingJob(ApiModel):
+    SCHEMA: ClassVar[str] = "WaitingJobOutput"
+
+    job_id: int
+    name: str
+    reason: str
+
+
+@dataclass
 class Quota(ApiModel):
     SCHEMA: ClassVar[str] = "QuotaUsageOutput"
+    NESTED: ClassVar[dict[str, type[ApiModel]]] = {"waiting_jobs": WaitingJob}
 
     team_id: int
     team_slug: str
@@ -223,6 +237,14 @@ class Quota(ApiModel):
     gpu_hours_per_month: float
     gpu_hours_this_month: float
     updated_at: str
+    lending_limit_gpu_milli: int | None
+    borrowed_gpu_milli: int
+    decayed_gpu_hours: float
+    fair_share_factor: float
+    budget_gpu_hours: float
+    budget_used_fraction: float
+    budget_warning: bool
+    waiting_jobs: list[WaitingJob] = field(default_factory=list)
 
 
 @dataclass

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from gpuctl import Client, LogChunk, LogEnd, NotFoundError, RefusedError
+from quotas.models import Quota
 from tests.client.conftest import Platform
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -105,19 +106,19 @@ def test_clone_with_set_submits_a_changed_copy_and_follow_exits_with_its_outcome
 
 
 def test_describe_shows_placement_predicted_slowdown_queue_and_events(
-    platform: Platform, member: Any, image: Any, token_of: Any
+    platform: Platform, member: Any, image: Any, token_of: Any, team: Any
 ) -> None:
     token = token_of(member)
     done = platform.gpuctl("submit", "-f", spec_file(platform, image, gpus=2), "-q", token=token, drive=False)
     platform.drive_until(int(done.stdout), {"SUCCEEDED"})
-    # No node has this GPU model: it waits in the queue with a reason.
+    # One job at a time for the team: the second waits in the queue with the quota's reason.
+    Quota.objects.filter(team=team).update(max_concurrent_jobs=1)
+    platform.gpuctl(
+        "submit", "-f", spec_file(platform, image, gpus=1, sim_duration_seconds=3600), token=token
+    )
+    platform.drive()
     waiting = platform.gpuctl(
-        "submit",
-        "-f",
-        spec_file(platform, image, gpus=1, gpu_models=["H100"]),
-        "-q",
-        token=token,
-        drive=False,
+        "submit", "-f", spec_file(platform, image, gpus=1), "-q", token=token, drive=False
     )
     platform.drive()
 
@@ -133,16 +134,15 @@ def test_describe_shows_placement_predicted_slowdown_queue_and_events(
 
 
 def test_queue_quota_top_and_images_print_tables_and_json(
-    platform: Platform, member: Any, image: Any, token_of: Any
+    platform: Platform, member: Any, image: Any, token_of: Any, team: Any
 ) -> None:
     token = token_of(member)
-    platform.gpuctl(
-        "submit", "-f", spec_file(platform, image, gpus=1, gpu_models=["H100"]), token=token, drive=False
-    )
+    Quota.objects.filter(team=team).update(max_concurrent_jobs=1)  # the second job waits for quota
     platform.gpuctl(
         "submit", "-f", spec_file(platform, image, gpu_milli=500, sim_duration_seconds=3600), token=token
     )
     platform.drive()
+    platform.gpuctl("submit", "-f", spec_file(platform, image, gpus=1), token=token, drive=False)
     platform.drive()
 
     queue = platform.gpuctl("queue", "-o", "json", token=token, drive=False)
@@ -150,7 +150,7 @@ def test_queue_quota_top_and_images_print_tables_and_json(
     top = platform.gpuctl("top", token=token, drive=False)
     images = platform.gpuctl("images", token=token, drive=False)
 
-    assert [(j["gpu_models"], j["queue_position"]) for j in json.loads(queue.stdout)] == [(["H100"], 1)]
+    assert [(j["gpus"], j["queue_position"]) for j in json.loads(queue.stdout)] == [(1, 1)]
     assert quota.code == 0 and "vision" in quota.stdout
     assert top.code == 0 and "vision/" in top.stdout and "GPUs allocated" in top.stdout
     assert images.code == 0 and image.reference in images.stdout
