@@ -9,8 +9,10 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from jobs.models import Job, JobEvent, SoloProfile, Task
+from jobs.models import ColocationMeasurement, Job, JobEvent, SoloProfile, Task
 from jobs.services import JobConflict, job_cancel
+from scheduler.interference.retrain import model_in_use
+from scheduler.interference.store import default_model_dir
 
 
 class TaskInline(admin.TabularInline):
@@ -105,6 +107,36 @@ class SoloProfileAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return [field.name for field in SoloProfile._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(ColocationMeasurement)
+class ColocationMeasurementAdmin(admin.ModelAdmin):
+    """Read-only: measurements come from the co-location sweep (jobs.colocation). The list's title
+    names the interference model in use (scheduler.interference.retrain.model_in_use)."""
+
+    list_display = [
+        "measured_at",
+        "image_a",
+        "image_b",
+        "gpu_model",
+        "norm_a",
+        "norm_b",
+        "predicted_a",
+        "predicted_b",
+    ]
+    list_filter = ["gpu_model"]
+    search_fields = ["image_a", "image_b"]
+    date_hierarchy = "measured_at"
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        title = f"Co-location measurements (interference model in use: {model_in_use(default_model_dir())})"
+        return super().changelist_view(request, {**(extra_context or {}), "title": title})
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return [field.name for field in ColocationMeasurement._meta.fields]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

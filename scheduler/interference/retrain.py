@@ -141,3 +141,12 @@ def retrain_guarded(
 
 def _finite(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def model_in_use(model_dir: Path) -> str:
+    """The name of the model the platform loads: the newest accepted version when retraining put it
+    there, ``interference.joblib`` (trained by hand, e.g. ``make models``) otherwise, or ``none``."""
+    if not (model_dir / DEFAULT_MODEL_FILE).is_file():
+        return "none"
+    accepted = [e for e in read_history(model_dir) if e.get("accepted")]
+    return str(accepted[-1]["version"]) if accepted else DEFAULT_MODEL_FILE

@@ -156,6 +156,16 @@ def test_beats_retraining_waits_for_enough_new_measurements_then_records_its_dec
     assert read_history(tmp_path / "models")[-1]["version"] == "interference-v1.joblib"
     assert interference_retrain(min_new=2, data_dir=empty) is None  # nothing new since
 
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    client = Client()
+    client.force_login(
+        get_user_model().objects.create_superuser("root-admin", "r@example.org", "pw-123456789")
+    )
+    page = client.get("/admin/jobs/colocationmeasurement/").content.decode()
+    assert "interference model in use: interference-v1.joblib" in page
+
 
 def test_the_job_page_shows_measured_against_predicted_slowdown(pair, image, researcher) -> None:
     from django.test import Client
