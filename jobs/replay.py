@@ -327,6 +327,8 @@ def _owner() -> tuple[Any, Team]:
         team=team,
         defaults={
             "max_gpu_milli": BIG,
+            # All of it guaranteed: nothing is borrowed, so the admission gate keeps the policy's order.
+            "guaranteed_gpu_milli": BIG,
             "max_concurrent_jobs": BIG,
             "per_user_gpu_milli": BIG,
             "gpu_hours_per_month": 1e15,
@@ -471,9 +473,13 @@ class _Replay:
             self._drain()
             if now >= next_round:
                 next_round = math.inf
-                if self._cycle(now, rounds=True):
-                    # Zero grace: the victims stopped at once; their requeue frees GPUs now.
-                    self._sync()
+                preempted = self._cycle(now, rounds=True)
+                # Jobs the round placed start now (no start-up time), as after every cycle: the sync
+                # must see them now, or their runs would start in the database at the next cluster
+                # event (later start, less attained service for the next round). Zero grace: the
+                # victims stopped at once too, and their requeue frees GPUs now.
+                self._sync()
+                if preempted:
                     dirty = True
             if (dirty or new) and next_cycle == math.inf:
                 next_cycle = math.ceil(now / cfg.cycle_s - 1e-9) * cfg.cycle_s if cfg.cycle_s > 0 else now

@@ -121,6 +121,23 @@ def test_a_preempted_job_resumes_from_its_checkpoint_and_pays_the_restart_cost(t
     assert "PREEMPTING" in statuses and statuses.count("RUNNING") == 2
 
 
+def test_a_job_a_round_places_without_preempting_starts_at_the_round(tmp_path: Path) -> None:
+    # Two GPUs, Tiresias. A (1,000 s) runs from t=0; B (100 s) arrives at 355 while A runs, so the
+    # round of t=360 is due and coincides with the cycle of the 10 s grid. The round places B on the
+    # idle GPU (nobody is preempted): B runs 360 -> 460, in the database as in the simulator.
+    config = ReplayConfig(
+        trace=write_trace(tmp_path, [(0, 1000, 1), (355, 100, 1)]),
+        cluster=str(write_cluster(tmp_path, gpus=2)),
+        policy="tiresias",
+        data_dir=DATA,
+    )
+    outcome, sim_start, sim_finish, _ = replay_and_simulate(config)
+    assert outcome.first_start.tolist() == pytest.approx([0, 360])
+    assert outcome.first_start.tolist() == pytest.approx(sim_start.tolist())
+    assert outcome.finish.tolist() == pytest.approx(sim_finish.tolist())
+    assert outcome.preemptions == 0
+
+
 def test_the_command_writes_the_simulators_metrics_for_the_replay_and_the_simulator(tmp_path: Path) -> None:
     out = tmp_path / "replay.json"
     call_command(
