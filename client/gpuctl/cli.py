@@ -328,7 +328,9 @@ def describe(state: State, job_id: int, output: str) -> int:
         if job.pending_reason:
             rows.append(("Reason", job.pending_reason))
         if job.eta:
-            rows.append(("ETA", job.eta + (f" ({job.eta_confidence} confidence)" if job.eta_confidence else "")))
+            rows.append(
+                ("ETA", job.eta + (f" ({job.eta_confidence} confidence)" if job.eta_confidence else ""))
+            )
         if job.failure_message:
             rows.append(("Failure", job.failure_message))
         if job.retries:

@@ -568,9 +568,7 @@ class LocalBackend:
             if identity and not container:
                 env["PATH"] = self._job_path(env.get("PATH", ""))
             # The work folder is /workspace in a container (runner.py mounts it there).
-            env[THROUGHPUT_ENV] = str(
-                (Path("/workspace") if container else work) / THROUGHPUT_FILE_NAME
-            )
+            env[THROUGHPUT_ENV] = str((Path("/workspace") if container else work) / THROUGHPUT_FILE_NAME)
             runner.write_json(
                 task_dir / runner.TASK_FILE,
                 {
