@@ -10,7 +10,9 @@ Cycle triggers are coalesced: at most one cycle message waits in the queue howev
 arrive. The first trigger sets a "pending" flag with ``cache.add`` (atomic) and enqueues; later ones
 see the flag and enqueue nothing; the cycle clears the flag when it starts, so a trigger that arrives
 while it runs enqueues the next one. The flag expires by itself (``PENDING_TIMEOUT_S``), so a message
-lost with its flag still set delays cycles by that long at most, and beat runs one meanwhile.
+lost with its flag still set delays cycles by that long at most, and beat runs one meanwhile. Beat's
+own ticks go through the flag too (``tick_scheduling_cycle``), so under load the cycle queue holds at
+most one message.
 """
 
 from __future__ import annotations
@@ -62,6 +64,12 @@ def cycle_started() -> None:
     """Called by the cycle as it starts: triggers from now on enqueue a fresh cycle."""
     with contextlib.suppress(Exception):  # no cache: the flag expires by itself
         cache.delete(_pending_key())
+
+
+def tick_scheduling_cycle() -> None:
+    """Beat's periodic cycle, through the same coalescing as the triggers: a beat that ticks faster
+    than cycles finish adds no message while one is pending."""
+    _enqueue_cycle()
 
 
 def request_scheduling_cycle() -> None:

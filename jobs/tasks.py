@@ -16,7 +16,7 @@ import logging
 
 from celery import shared_task
 
-from jobs import binding, heartbeat, reconcile, scheduling, sync
+from jobs import binding, dispatch, heartbeat, reconcile, scheduling, sync
 from jobs.faults import fault_point
 from scheduler.backends.base import TransientBackendError
 
@@ -37,6 +37,11 @@ def run_scheduling_cycle() -> dict[str, object] | None:
     if result is None:
         return None
     return {"admitted": result.admitted, "pending": len(result.pending)}
+
+
+@shared_task(name="jobs.tasks.tick_scheduling_cycle")
+def tick_scheduling_cycle() -> None:
+    dispatch.tick_scheduling_cycle()
 
 
 @shared_task(bind=True, name="jobs.tasks.bind_job", max_retries=BIND_MAX_RETRIES)

@@ -72,6 +72,24 @@ def test_many_triggers_enqueue_one_cycle_until_the_cycle_starts(
     assert sent == ["cycle", "cycle"]
 
 
+def test_beat_ticks_add_no_cycle_message_while_one_is_pending(
+    db: Any, monkeypatch: pytest.MonkeyPatch, private_cache, django_capture_on_commit_callbacks
+) -> None:
+    sent: list[str] = []
+    monkeypatch.setattr(tasks.run_scheduling_cycle, "delay", lambda: sent.append("cycle"))
+    assert (
+        django_settings.CELERY_BEAT_SCHEDULE["scheduling-cycle"]["task"] == "jobs.tasks.tick_scheduling_cycle"
+    )
+    for _ in range(40):  # two minutes of 3 s ticks while one slow cycle runs
+        tasks.tick_scheduling_cycle()
+    with django_capture_on_commit_callbacks(execute=True):
+        dispatch.request_scheduling_cycle()
+    assert sent == ["cycle"]
+    dispatch.cycle_started()
+    tasks.tick_scheduling_cycle()
+    assert sent == ["cycle", "cycle"]
+
+
 def test_cycle_bind_sync_and_reconcile_each_have_their_own_queue() -> None:
     routes = django_settings.CELERY_TASK_ROUTES
     queues = {
@@ -79,6 +97,6 @@ def test_cycle_bind_sync_and_reconcile_each_have_their_own_queue() -> None:
         for name in ("run_scheduling_cycle", "bind_job", "sync_status", "reconcile")
     }
     assert len(set(queues.values())) == 4
-    assert {"jobs.tasks.reconcile", "jobs.tasks.sync_status", "jobs.tasks.run_scheduling_cycle"} <= {
+    assert {"jobs.tasks.reconcile", "jobs.tasks.sync_status", "jobs.tasks.tick_scheduling_cycle"} <= {
         entry["task"] for entry in django_settings.CELERY_BEAT_SCHEDULE.values()
     }

@@ -176,7 +176,8 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": every * 3},
     }
     for name, task, every in (
-        ("scheduling-cycle", "run_scheduling_cycle", SCHEDULE_INTERVAL_SECONDS),
+        # Through the coalescing flag (jobs.dispatch): at most one cycle message waits.
+        ("scheduling-cycle", "tick_scheduling_cycle", SCHEDULE_INTERVAL_SECONDS),
         ("status-sync", "sync_status", SCHEDULE_INTERVAL_SECONDS),
         ("reconcile", "reconcile", RECONCILE_INTERVAL_SECONDS),
     )
