@@ -113,7 +113,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     )
     @action(detail=False, methods=["post"], pagination_class=None, filter_backends=[])
     def validate(self, request: Request) -> Response:
-        checked = validation.check_submission(user=request.user, data=request.data)
+        checked = validation.check_submission(user=request.user, data=request.data, cluster=True)
         if not checked.ok:
             raise ValidationError(checked.errors)
         return Response({"spec": checked.normalised()})

@@ -256,6 +256,15 @@ def _resolve_team(*, user: Any, team: Team | int | str | None) -> Team:
     return found
 
 
+def cluster_problems(*, spec: JobSpec, image: JobImage, team: Team, user: Any) -> dict[str, list[str]]:
+    """Why a well-formed ``spec`` could never run here, as field messages (empty: it can): the image's
+    minimum driver on the GPU nodes, and what :func:`_never_runnable` refuses. Asks the backend once."""
+    nodes = _cluster_nodes()
+    if problem := _driver_problem(image, spec, nodes):
+        return {"image": [problem]}
+    return _never_runnable(spec=spec, team=team, user=user, nodes=nodes)
+
+
 def _cluster_nodes() -> list[Any] | None:
     """The backend's nodes, or None when it cannot be asked (module missing, backend unreachable):
     the checks that need them are then skipped and the scheduler's filters decide later."""
@@ -390,15 +399,12 @@ def job_submit(
     errors = validate_job_spec(spec)
     chosen_team = _resolve_team(user=user, team=team)
     chosen_image = resolve_image(image)
-    nodes = _cluster_nodes() if not errors else None
     if chosen_image is None:
         errors["image"] = ["Unknown image; see GET /api/v1/images/ for the catalog."]
     elif not chosen_image.is_active:
         errors["image"] = [f"Image {chosen_image.reference} is retired; choose an active image."]
-    elif not errors and (problem := _driver_problem(chosen_image, spec, nodes)):
-        errors["image"] = [problem]
-    if not errors:
-        errors = _never_runnable(spec=spec, team=chosen_team, user=user, nodes=nodes)
+    elif not errors:
+        errors = cluster_problems(spec=spec, image=chosen_image, team=chosen_team, user=user)
     if errors:
         raise ValidationError(errors)
     assert chosen_image is not None

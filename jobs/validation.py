@@ -3,7 +3,8 @@
 
 It reports every problem at once, as ``{field: [message, ...]}``: unknown fields, the input shapes
 (jobs.serializers.JobCreateInput), the spec's rules (jobs.specs.validate_job_spec), the explicit GPU
-request, the team and the image. Nothing is stored; jobs.services.job_submit then admits the job.
+request, the team and the image, and for a dry run what needs the cluster (a request no node could
+ever hold). Nothing is stored; jobs.services.job_submit then queues the job.
 """
 
 from __future__ import annotations
@@ -92,9 +93,12 @@ def _gpu_request_errors(request: str, values: dict[str, Any]) -> dict[str, list[
     return errors
 
 
-def check_submission(*, user: Any, data: Any) -> CheckedSubmission:
+def check_submission(*, user: Any, data: Any, cluster: bool = False) -> CheckedSubmission:
     """Every problem with the submission ``data`` (the JSON body of ``POST /api/v1/jobs/``) for
-    ``user``, or the validated parts. Raises PermissionDenied only where job_submit would (a viewer)."""
+    ``user``, or the validated parts. Raises PermissionDenied only where job_submit would (a viewer).
+
+    ``cluster``: also what needs the cluster (services.cluster_problems), as a dry run must; a submit
+    leaves it to job_submit, which asks the backend once inside the same checks."""
     if not isinstance(data, Mapping):
         return CheckedSubmission(errors={"non_field_errors": ["Send a JSON object of job fields."]})
     serializer = JobCreateInput()
@@ -150,8 +154,9 @@ def check_submission(*, user: Any, data: Any) -> CheckedSubmission:
             _add(errors, "image", "Unknown image; see GET /api/v1/images/ for the catalog.")
         elif not image.is_active:
             _add(errors, "image", f"Image {image.reference} is retired; choose an active image.")
-    # What needs the cluster (an image's minimum driver, a request no node could ever hold) is
-    # checked by job_submit, which asks the backend once per submission.
+    if not errors and cluster and image is not None and team is not None:
+        for name, messages in services.cluster_problems(spec=spec, image=image, team=team, user=user).items():
+            _add(errors, name, messages)
     if errors:
         return CheckedSubmission(errors=errors)
     return CheckedSubmission(spec=spec, team=team, image=image)

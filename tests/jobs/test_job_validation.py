@@ -122,3 +122,20 @@ def test_validate_needs_an_object(member, team, api_client_for) -> None:
 
     assert response.status_code == 400
     assert response.json()["extra"]["fields"] == {"non_field_errors": ["Send a JSON object of job fields."]}
+
+
+def test_validate_refuses_what_no_node_could_ever_hold_as_submit_does(
+    member, team, image, api_client_for
+) -> None:
+    # The simulated demo cluster's nodes have 8 GPUs at most, and no A100.
+    for body, field in (
+        ({"image": image.pk, "gpus": 9, "command": ["true"]}, "gpus"),
+        ({"image": image.pk, "gpus": 1, "gpu_models": ["A100"], "command": ["true"]}, "gpu_models"),
+    ):
+        checked = _post(api_client_for, member, VALIDATE, body)
+        submitted = _post(api_client_for, member, "/api/v1/jobs/", body)
+
+        assert (checked.status_code, submitted.status_code) == (400, 400), (checked.json(), submitted.json())
+        assert field in checked.json()["extra"]["fields"], checked.json()
+        assert checked.json()["extra"]["fields"][field] == submitted.json()["extra"]["fields"][field]
+    assert Job.objects.count() == 0
