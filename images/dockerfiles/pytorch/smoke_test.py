@@ -90,22 +90,7 @@ def check_throughput_report(steps_per_second: float) -> None:
     except Exception as exc:
         report(False, f"import gpu_platform (the throughput helper): {exc}")
         return
-    name = gpu_platform.THROUGHPUT_ENV
-    given = os.environ.get(name)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = given or os.path.join(tmp, "throughput")
-        os.environ[name] = path
-        try:
-            gpu_platform.report_throughput(steps_per_second)
-            with open(path) as fh:
-                written = float(fh.read().split()[-1])
-        except Exception as exc:
-            report(False, f"report_throughput: {exc}")
-            return
-        finally:
-            if given is None:
-                del os.environ[name]
-    report(written > 0, f"throughput reported to the platform: {written:g} steps/s")
+    report(*gpu_platform.self_check(steps_per_second))
 
 
 CHECKPOINT_LOOP = "/opt/gpu-platform/smoke-test/checkpoint.py"

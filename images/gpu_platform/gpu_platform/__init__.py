@@ -19,7 +19,7 @@ import os
 import sys
 import tempfile
 
-__all__ = ["THROUGHPUT_ENV", "report_throughput"]
+__all__ = ["THROUGHPUT_ENV", "report_throughput", "self_check"]
 __version__ = "0.1.0"
 
 THROUGHPUT_ENV = "GPU_PLATFORM_THROUGHPUT_FILE"
@@ -47,3 +47,22 @@ def report_throughput(value: float) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def self_check(value: float) -> tuple[bool, str]:
+    """Report ``value`` and read it back from the platform's file (a temporary one outside the
+    platform): the images' smoke tests call this, so every image checks the contract the same way."""
+    given = os.environ.get(THROUGHPUT_ENV)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = given or os.path.join(tmp, "throughput")
+        os.environ[THROUGHPUT_ENV] = path
+        try:
+            report_throughput(value)
+            with open(path) as fh:
+                written = float(fh.read().split()[-1])
+        except Exception as exc:  # noqa: BLE001  (the smoke test reports any failure as one line)
+            return False, f"report_throughput: {exc}"
+        finally:
+            if given is None:
+                del os.environ[THROUGHPUT_ENV]
+    return written > 0, f"throughput reported to the platform: {written:g} steps/s"

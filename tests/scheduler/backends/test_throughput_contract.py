@@ -165,3 +165,15 @@ def test_a_local_task_that_prints_the_progress_line_shows_it_in_its_status(
     backend.bind(spec("t2", command), placement("t2"))
     assert wait_for(lambda: _reported(backend, "t2"), what="a reported throughput") == 12.5
     gate.touch()
+
+
+def test_the_images_self_check_reads_back_what_it_reported_and_leaves_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    helper = _helper_module()
+    monkeypatch.delenv(THROUGHPUT_ENV, raising=False)
+
+    assert helper.self_check(42.0) == (True, "throughput reported to the platform: 42 steps/s")
+    assert THROUGHPUT_ENV not in os.environ
+    ok, why = helper.self_check(-1.0)
+    assert not ok and "finite number >= 0" in why
