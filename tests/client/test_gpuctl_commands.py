@@ -187,7 +187,7 @@ def test_a_spec_the_api_refuses_exits_2_with_its_field_errors(
 
     assert (unknown.code, invalid.code) == (2, 2)
     assert unknown.stderr == "gpuctl: error: Invalid input: gpu_mili: Unknown field.\n"
-    assert invalid.stderr.startswith("gpuctl: error: Invalid input: replicas: Ensure this value is greater")
+    assert invalid.stderr == "gpuctl: error: Invalid input: replicas: Must be between 1 and 64.\n"
     assert invalid.stderr.count("\n") == 1
 
 
