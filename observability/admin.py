@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
@@ -11,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
+from config.admin_records import RecordAdmin
 from observability.models import UsageRun
 from observability.usage import parse_month, usage_csv, usage_report
 
@@ -30,7 +29,7 @@ class MonthForm(forms.Form):
 
 
 @admin.register(UsageRun)
-class UsageRunAdmin(admin.ModelAdmin):
+class UsageRunAdmin(RecordAdmin):
     list_display = ["job", "team", "user", "started_at", "ended_at", "gpu_milli", "hours", "ended_as"]
     list_filter = ["team", "ended_as"]
     date_hierarchy = "started_at"
@@ -44,16 +43,6 @@ class UsageRunAdmin(admin.ModelAdmin):
     @admin.display(description="GPU-hours")
     def hours(self, run: UsageRun) -> str:
         return f"{run.gpu_hours:.4f}"
-
-    # The ledger is written by the job state machine only.
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.action(description="Export all teams' GPU usage of a month as CSV", permissions=["view"])
     def export_month_csv(self, request: HttpRequest, queryset: QuerySet[UsageRun]) -> HttpResponse:

@@ -13,6 +13,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.html import format_html_join
 
+from config.admin_records import RecordAdmin
 from quotas.models import BudgetGrant, Quota, QuotaEvent, UsageEntry
 from quotas.selectors import QuotaUsage, quota_usage
 from quotas.services import (
@@ -264,21 +265,12 @@ class QuotaAdmin(admin.ModelAdmin):
 
 
 @admin.register(UsageEntry)
-class UsageEntryAdmin(admin.ModelAdmin):
+class UsageEntryAdmin(RecordAdmin):
     list_display = [
         "job", "team", "user", "gpu_milli", "borrowed_gpu_milli", "reserved_at", "released_at", "gpu_hours",
     ]  # fmt: skip
     list_filter = ["team"]
     search_fields = ["team__slug", "user__username"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class BudgetGrantForm(forms.ModelForm):
@@ -314,15 +306,6 @@ class BudgetGrantAdmin(admin.ModelAdmin):
 
 
 @admin.register(QuotaEvent)
-class QuotaEventAdmin(admin.ModelAdmin):
+class QuotaEventAdmin(RecordAdmin):
     list_display = ["created_at", "team", "kind", "message", "actor"]
     list_filter = ["team", "kind"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
