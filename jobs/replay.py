@@ -64,6 +64,7 @@ from quotas.models import Quota
 from scheduler.backends.simulated import JOB_TYPE_ENV, TOLERANCE_ENV, SimulatedBackend
 from scheduler.policy import get_policy
 from scheduler.policy.packing import shared_request
+from scheduler.policy.round import round_may_act
 from scheduler.sim.cluster import ClusterSpec, load_cluster_spec
 from scheduler.sim.engine import SimConfig, SimResult
 from scheduler.sim.metrics import summarise
@@ -206,17 +207,6 @@ def draw_job_types(jobs: list[TraceJob], perf: PerfModel, seed: int) -> list[int
 
 def _share_rule(policy: str) -> str:
     return get_policy(policy).share
-
-
-def _policy_rules(policy: str) -> dict[str, bool]:
-    """Which periodic rules the policy has: rounds run only for those."""
-    p = get_policy(policy)
-    return {
-        "preemptive": p.preemptive,
-        "defragment": p.defragment,
-        "introspective": p.introspective,
-        "unpack_on_idle": p.unpack_on_idle,
-    }
 
 
 def plan_jobs(
@@ -362,9 +352,7 @@ class _Replay:
         self.alloc: list[float] = []
         self.useful: list[float] = []
         self.waiting: list[int] = []
-        rules = _policy_rules(config.policy)
-        self.rules_when_waiting = rules["preemptive"] or rules["defragment"]
-        self.unpacks = rules["introspective"]
+        self.policy = get_policy(config.policy)
 
     # -- the platform's workers
 
@@ -424,13 +412,16 @@ class _Replay:
         self.waiting.append(Job.objects.filter(status=JobStatus.QUEUED.value).count())
 
     def _round_useful(self) -> bool:
-        """The simulator's test: preemption and drains matter while jobs wait and others run,
-        unpacking while a GPU is shared."""
-        if self.rules_when_waiting:
-            waiting = Job.objects.filter(status=JobStatus.QUEUED.value).exists()
-            if waiting and Job.objects.filter(status=JobStatus.RUNNING.value).exists():
-                return True
-        return self.unpacks and self.backend.shared_gpus() > 0
+        """The simulator's test (scheduler.policy.round.round_may_act), on the database's state."""
+        if not round_may_act(self.policy, waiting=True, running=True, shared_gpus=True):
+            return False  # a policy without periodic rules: no state to read
+        waiting = Job.objects.filter(status=JobStatus.QUEUED.value).exists()
+        running = waiting and Job.objects.filter(status=JobStatus.RUNNING.value).exists()
+        if round_may_act(self.policy, waiting=waiting, running=running, shared_gpus=False):
+            return True
+        return round_may_act(
+            self.policy, waiting=waiting, running=running, shared_gpus=self.backend.shared_gpus() > 0
+        )
 
     def run(self, traveller: Any) -> None:
         cfg = self.cfg
