@@ -40,9 +40,15 @@ def get_backend(name: str | None = None) -> ClusterBackend:
     name = name or settings.CLUSTER_BACKEND
     if name == "simulated":
         from scheduler.backends.simulated import SimulatedBackend
+        from scheduler.backends.simulated_throughput import platform_ground_truth
+        from scheduler.datapaths import default_data_dir
 
         return SimulatedBackend(
-            settings.SIM_STATE_PATH, cluster=settings.SIM_CLUSTER, time_scale=settings.SIM_TIME_SCALE
+            settings.SIM_STATE_PATH,
+            cluster=settings.SIM_CLUSTER,
+            time_scale=settings.SIM_TIME_SCALE,
+            # Progress rates and reported throughputs from the Gavel pairs (issue 21), when present.
+            perf=platform_ground_truth(default_data_dir(), settings.SIM_GROUND_TRUTH_GPU),
         )
     if name == "kubernetes":
         factory = _optional_factory("scheduler.backends.kubernetes", "create_kubernetes_backend")

@@ -76,6 +76,7 @@ from scheduler.backends.base import (
     TaskStatus,
 )
 from scheduler.backends.sim_clusters import cluster_spec, node_links, parse_topology, topology_from_file
+from scheduler.backends.simulated_throughput import reported_throughput
 from scheduler.model import GPU_MILLI, ClusterSnapshot, Gpu, Node, Placement
 
 if TYPE_CHECKING:
@@ -721,6 +722,11 @@ class SimulatedBackend:
                     finished_at=float(task["ended_at"]) if phase.finished else None,
                     # The ground truth's rate with the co-tenants it has now (1.0 without ``perf``).
                     rate=float(task.get("rate", 1.0)) if phase is TaskPhase.RUNNING else None,
+                    throughput=(
+                        reported_throughput(self.perf, task.get("type_index"), float(task.get("rate", 1.0)))
+                        if phase is TaskPhase.RUNNING
+                        else None
+                    ),
                 )
             )
         return out

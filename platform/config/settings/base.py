@@ -319,6 +319,11 @@ CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", "simulated")
 SIM_TIME_SCALE = env_float("SIM_TIME_SCALE", 60.0)
 SIM_CLUSTER = env_str("SIM_CLUSTER", "demo")
 SIM_STATE_PATH = env_str("SIM_STATE_PATH", str(VAR_DIR / "simulated-cluster.json"))
+# Gavel GPU type whose measured pairs give simulated tasks (env SIM_JOB_TYPE) their rates and
+# reported throughputs (scheduler.backends.simulated_throughput); "" turns the ground truth off.
+SIM_GROUND_TRUTH_GPU = env_str("SIM_GROUND_TRUTH_GPU", "v100")
+# Node agents post solo profiles with this bearer token (jobs.agent_api); "" refuses every post.
+NODE_AGENT_TOKEN = env_str("NODE_AGENT_TOKEN", "")
 KUBERNETES_NAMESPACE = env_str("KUBERNETES_NAMESPACE", "gpu-jobs")
 KUBERNETES_SCHEDULER_NAME = env_str("KUBERNETES_SCHEDULER_NAME", "gpu-platform-scheduler")
 # Where pods keep CHECKPOINT_DIR across a job's runs: "pvc:<claim>" or "hostPath:<dir>" (per-job

@@ -1,0 +1,131 @@
+"""A co-location on the simulated backend becomes a ``ColocationMeasurement`` whose normalised
+throughputs are the ground truth's: Gavel's measured pair, so the measurement loop runs with no GPU.
+
+Real cycle, bind, sweep and database; the real simulated backend with the shared Gavel pairs.
+"""
+# ruff: noqa: F811  (pytest fixtures are imported by name and then requested as arguments)
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+
+from jobs import scheduling
+from jobs.binding import job_bind
+from jobs.cluster import get_backend
+from jobs.colocation import colocation_sweep
+from jobs.models import ColocationMeasurement, Job
+from jobs.profiling_services import solo_profile_record
+from jobs.sync import sync_status
+from scheduler.backends.base import TaskPhase
+from scheduler.backends.simulated import JOB_TYPE_ENV, SimulatedBackend
+from scheduler.backends.simulated_throughput import platform_ground_truth
+from scheduler.datapaths import default_data_dir
+from scheduler.sim.perf import INFEASIBLE_PAIR_NORM, PerfModel
+from tests.jobs.runtime_fixtures import clock, image, researcher, submit, team  # noqa: F401  (fixtures)
+
+
+@pytest.fixture
+def perf() -> PerfModel:
+    truth = platform_ground_truth(default_data_dir())
+    if truth is None:
+        pytest.skip(f"no Gavel pairs under {default_data_dir()} (interference/gavel)")
+    return truth
+
+
+def measured_pair(perf: PerfModel) -> tuple[str, str]:
+    """Two different job types whose pair Gavel measured as feasible, slowing both down."""
+    for (a, b), y in sorted(perf.pair_norm.items()):
+        yb = perf.pair_norm[(b, a)]
+        if a != b and INFEASIBLE_PAIR_NORM != y < 1.0 and INFEASIBLE_PAIR_NORM != yb < 1.0:
+            return a, b
+    raise AssertionError("no feasible measured pair in the ground truth")
+
+
+def cycle(sim: SimulatedBackend) -> None:
+    cache.delete(scheduling.ROUND_KEY)
+    scheduling.run_scheduling_cycle(backend=sim)
+
+
+def run(sim: SimulatedBackend, clock: Any, jobs: list[Job]) -> dict[str, Any]:
+    cycle(sim)
+    for job in jobs:
+        assert job_bind(job_id=job.pk, backend=sim) == "bound"
+    clock.advance(15)  # past pending and start-up
+    return {s.job_id: s for s in sim.task_statuses() if s.phase is TaskPhase.RUNNING}
+
+
+def test_a_co_location_on_the_simulated_backend_is_measured_at_the_ground_truth_value(
+    tmp_path: Path, clock: Any, researcher: Any, image: Any, settings: Any, perf: PerfModel
+) -> None:
+    settings.SIM_STATE_PATH = str(tmp_path / "cluster.json")
+    settings.SCHEDULER_POLICY = "fifo"  # first fit: two shares land on one GPU
+    settings.CACHES = {
+        **settings.CACHES,
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": str(tmp_path)},
+    }
+    sim = SimulatedBackend(settings.SIM_STATE_PATH, cluster="small", time_scale=1.0, clock=clock, perf=perf)
+    gpu_model = sim.snapshot().nodes[0].gpus[0].model
+    type_a, type_b = measured_pair(perf)
+    commands = {t: ["python", "train.py", "--model", t] for t in (type_a, type_b)}
+
+    # Solo runs: each configuration alone on a whole GPU reports its isolated throughput, which
+    # becomes its solo profile (what the node agent's samples would give).
+    solo_jobs = [
+        submit(researcher, image, command=commands[t], gpus=1, sim_duration_seconds=60, env={JOB_TYPE_ENV: t})
+        for t in (type_a, type_b)
+    ]
+    alone = run(sim, clock, solo_jobs)
+    for job, t in zip(solo_jobs, (type_a, type_b), strict=True):
+        reported = alone[str(job.pk)].throughput
+        assert reported == pytest.approx(perf.iso_tput[t])
+        samples = [
+            {"t": float(s), "gpu_util": 50.0, "mem_util": 20.0, "memory_mib": 2000.0, "throughput": reported}
+            for s in range(3)
+        ]
+        solo_profile_record(
+            image=image.reference, command=commands[t], gpu_model=gpu_model, samples=samples, warmup_s=0.0
+        )
+    clock.advance(120)  # both solo runs finish
+    sync_status(backend=sim)
+    assert {Job.objects.get(pk=j.pk).status for j in solo_jobs} == {"SUCCEEDED"}
+
+    shared = [
+        submit(
+            researcher,
+            image,
+            command=commands[t],
+            gpu_milli=400,
+            sim_duration_seconds=100_000,
+            env={JOB_TYPE_ENV: t},
+        )
+        for t in (type_a, type_b)
+    ]
+    together = run(sim, clock, shared)
+    assert together[str(shared[0].pk)].gpu_indices == together[str(shared[1].pk)].gpu_indices
+
+    assert colocation_sweep(sim) == 1
+
+    (row,) = ColocationMeasurement.objects.all()
+    ia, ib = perf.index(type_a), perf.index(type_b)
+    assert (row.job_a_id, row.job_b_id) == (shared[0].pk, shared[1].pk)
+    assert row.norm_a == pytest.approx(perf.norm(ia, ib))
+    assert row.norm_b == pytest.approx(perf.norm(ib, ia))
+    assert row.norm_a == pytest.approx(perf.pair_norm[(type_a, type_b)])
+    assert (row.gpu_model, row.share_a_milli, row.share_b_milli) == (gpu_model, 400, 400)
+
+
+def test_the_platforms_simulated_backend_uses_the_gavel_ground_truth_unless_turned_off(
+    tmp_path: Path, settings: Any, perf: PerfModel
+) -> None:
+    settings.CLUSTER_BACKEND = "simulated"
+    settings.SIM_STATE_PATH = str(tmp_path / "cluster.json")
+    backend = get_backend()
+    assert isinstance(backend, SimulatedBackend) and backend.perf is perf
+
+    settings.SIM_GROUND_TRUTH_GPU = ""
+    backend = get_backend()
+    assert isinstance(backend, SimulatedBackend) and backend.perf is None
