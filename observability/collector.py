@@ -269,6 +269,22 @@ class PlatformCollector(Collector):
             buckets.append(("+Inf", float(len(errors))))
             family.add_metric([model], buckets, sum(errors))
         yield family
+        yield self._interference_model()
+
+    @staticmethod
+    def _interference_model() -> Metric:
+        """Which interference model the scheduler loads: the retrained version in use, the hand-trained
+        file, or ``none`` (``scheduler.interference.retrain.model_in_use``), as an info-style gauge."""
+        from scheduler.interference.retrain import model_in_use
+        from scheduler.interference.store import default_model_dir
+
+        info = GaugeMetricFamily(
+            "gpu_platform_interference_model_info",
+            "The interference model in use (value 1; the name is the label)",
+            labels=["model"],
+        )
+        info.add_metric([model_in_use(default_model_dir())], 1.0)
+        return info
 
     # ------------------------------------------------------------------ heartbeats
 

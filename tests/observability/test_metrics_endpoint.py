@@ -261,3 +261,23 @@ def test_the_interference_error_histogram_counts_each_measured_prediction(db) ->
     assert value(series, f"{name}_count", gpu_model="A100") == 1
     assert value(series, f"{name}_bucket", gpu_model="A100", le="0.2") == 0
     assert value(series, f"{name}_bucket", gpu_model="A100", le="0.5") == 1
+
+
+def test_the_interference_model_in_use_is_named_in_metrics(db, tmp_path: Path, monkeypatch: Any) -> None:
+    from scheduler.interference.retrain import HISTORY_FILE
+    from scheduler.interference.store import DEFAULT_MODEL_FILE, MODEL_DIR_ENV
+
+    monkeypatch.setenv(MODEL_DIR_ENV, str(tmp_path))
+    assert matching(scrape(), "gpu_platform_interference_model_info") == {frozenset({("model", "none")}): 1.0}
+
+    (tmp_path / DEFAULT_MODEL_FILE).write_bytes(b"trained by hand")
+    assert value(scrape(), "gpu_platform_interference_model_info", model=DEFAULT_MODEL_FILE) == 1.0
+
+    (tmp_path / HISTORY_FILE).write_text(
+        '{"accepted": true, "version": "interference-v3.joblib"}\n'
+        '{"accepted": false, "version": "interference-v4.joblib"}\n'
+    )
+    series = scrape()
+    assert matching(series, "gpu_platform_interference_model_info") == {
+        frozenset({("model", "interference-v3.joblib")}): 1.0
+    }
