@@ -75,7 +75,7 @@ from scheduler.backends.base import (
     TaskSpec,
     TaskStatus,
 )
-from scheduler.backends.sim_clusters import cluster_spec, node_links, parse_topology, topology_from_file
+from scheduler.backends.sim_clusters import cluster_spec, node_links, topology_from_file
 from scheduler.backends.simulated_throughput import reported_throughput
 from scheduler.model import GPU_MILLI, ClusterSnapshot, Gpu, Node, Placement
 
@@ -107,7 +107,8 @@ __all__ = ["PlacementConflictError", "SimulatedBackend", "create_simulated_backe
 class SimulatedBackend:
     """A :class:`~scheduler.backends.base.ClusterBackend` whose cluster lives in a JSON file.
 
-    ``cluster``: ``demo``, ``small``, a simulator cluster spec name (``philly-256``) or node dicts.
+    ``cluster``: a cluster spec name (``demo``, ``small``, ``philly-256``, ``alibaba-openb``; see
+    ``scheduler/sim/clusters/``), a spec file's path, or node dicts.
     ``perf``: the simulator's performance ground truth for progress rates (None: every rate is 1).
     ``restart_penalty_s``: simulated seconds a resumed run spends restoring its checkpoint.
     """
@@ -149,7 +150,6 @@ class SimulatedBackend:
         self.finished_retention_s = finished_retention_s
         self.perf = perf
         self.restart_penalty_s = float(restart_penalty_s)
-        self._topology_cache: dict[str, Any] = {}
         self._links_cache: dict[str, dict[tuple[int, int], str]] = {}
         self._read_key: tuple[object, ...] | None = None
         self._read_state: dict[str, Any] | None = None
@@ -550,13 +550,8 @@ class SimulatedBackend:
         return profile
 
     def _build_node(self, spec: dict[str, Any]) -> Node:
-        key = spec.get("topology")
         topology: Any = None
-        if key:
-            if key not in self._topology_cache:
-                self._topology_cache[key] = parse_topology(key, gpu_model=spec["gpu_model"])
-            topology = self._topology_cache[key]
-        elif spec.get("topology_file"):
+        if spec.get("topology_file"):
             topology = topology_from_file(spec["topology_file"], spec["gpu_model"])
         gpus = [
             Gpu(

@@ -333,5 +333,5 @@ def test_a_corrupt_state_file_is_reported_with_what_to_do(tmp_path: Path) -> Non
 
 
 def test_an_unknown_cluster_name_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="known: demo, small"):
+    with pytest.raises(ValueError, match=r"'galaxy' not found \(shipped specs: .*demo.*small"):
         SimulatedBackend(tmp_path / "c.json", cluster="galaxy")
