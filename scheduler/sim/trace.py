@@ -57,6 +57,10 @@ class TraceJob:
     group: str = ""
     # Gavel model family the trace names (Sia/Pollux); empty = draw any job type.
     family: str = ""
+    # The team the job is charged to (team quotas, the fairness benchmark): Philly's virtual cluster;
+    # ITP's model name (the augmented files: one team per model, the rule docs/quotas.md states);
+    # empty when the trace names none.
+    team: str = ""
 
 
 @dataclass
@@ -172,7 +176,7 @@ def _philly(header: list[str], rows: list[list[str]], path: Path) -> tuple[list[
         except ValueError as exc:
             report.bad(n, str(exc))
             continue
-        jobs.append(TraceJob(f"philly-{n - 1}", ts, duration, gpus, group))
+        jobs.append(TraceJob(f"philly-{n - 1}", ts, duration, gpus, group, team=group))
     return jobs, report
 
 
@@ -190,10 +194,11 @@ def _itp(header: list[str], rows: list[list[str]], path: Path) -> tuple[list[Tra
             duration = _positive_float(_get(header, row, "duration"))
             gpus = _positive_int(_get(header, row, "num_gpu"))
             job_id = _get(header, row, "job_id") if "job_id" in header else f"itp-{n - 1}"
+            team = _get(header, row, "model_name") if "model_name" in header else ""
         except ValueError as exc:
             report.bad(n, str(exc))
             continue
-        jobs.append(TraceJob(job_id or f"itp-{n - 1}", submit, duration, gpus))
+        jobs.append(TraceJob(job_id or f"itp-{n - 1}", submit, duration, gpus, team=team))
     return jobs, report
 
 

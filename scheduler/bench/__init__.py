@@ -1,0 +1,1 @@
+"""Benchmark harnesses of the scheduler library (run through ``python -m scheduler ...``)."""
