@@ -20,6 +20,7 @@ from jobs import dispatch
 from jobs.cluster import get_backend
 from jobs.faults import fault_point
 from jobs.models import Job, Task
+from jobs.placements import task_placement
 from jobs.services import job_transition
 from jobs.states import FailureCategory, JobStatus
 from jobs.sync import end_open_tasks
@@ -29,7 +30,6 @@ from scheduler.backends.base import (
     PlacementConflictError,
     TaskSpec,
 )
-from scheduler.model import Placement
 
 logger = logging.getLogger(__name__)
 ACTOR = "scheduler"
@@ -51,7 +51,7 @@ def task_spec(job: Job, task: Task) -> TaskSpec:
         image=job.image.reference,
         command=[str(c) for c in job.command],
         args=[str(a) for a in (job.args or [])],
-        env={str(k): str(v) for k, v in (job.env or {}).items()},
+        env={**{str(k): str(v) for k, v in (job.env or {}).items()}, **workspace_env(job)},
         max_runtime_s=job.max_runtime_seconds,
         sim_duration_s=job.sim_duration_seconds,
         team=job.team.slug,
@@ -59,21 +59,6 @@ def task_spec(job: Job, task: Task) -> TaskSpec:
         attempt=job.retries,
         resume=earlier_runs > 0,
         grace_seconds=job.grace_seconds,
-    )
-
-
-def task_placement(job: Job, task: Task) -> Placement:
-    return Placement(
-        job_id=str(job.pk),
-        task_id=task.name,
-        node=task.node,
-        gpu_indices=tuple(task.gpu_indices),
-        gpu_milli=task.gpu_milli,
-        gpu_memory_mib=task.gpu_memory_mib,
-        cpu_milli=job.cpu_milli,
-        memory_mib=job.memory_mib,
-        reason=task.placement_reason,
-        predicted_slowdown=task.predicted_slowdown,
     )
 
 

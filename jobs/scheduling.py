@@ -47,11 +47,11 @@ from django.db import transaction
 from django.db.models import F
 
 from jobs import dispatch, heartbeat, lease
-from jobs.binding import task_placement
 from jobs.cluster import get_backend
 from jobs.colocation import measured_rates
 from jobs.faults import fault_point
 from jobs.models import Job, JobEvent, Task, TaskPhase
+from jobs.placements import task_fields, task_placement
 from jobs.profiling_services import fill_running_task_profiles, solo_profiles_for_jobs
 from jobs.queue_eta import refresh_etas
 from jobs.services import job_transition
@@ -326,16 +326,7 @@ def _add_pending_binds(snapshot: ClusterSnapshot) -> None:
             continue
         if any(i >= len(node.gpus) for i in task.gpu_indices):
             continue
-        placement = Placement(
-            job_id=str(task.job_id),
-            task_id=task.name,
-            node=task.node,
-            gpu_indices=tuple(task.gpu_indices),
-            gpu_milli=task.gpu_milli,
-            gpu_memory_mib=task.gpu_memory_mib,
-            cpu_milli=task.job.cpu_milli,
-            memory_mib=task.job.memory_mib,
-        )
+        placement = task_placement(task.job, task)
         framework.reserve(node, placement)
         snapshot.running.append(placement)
 
@@ -374,15 +365,10 @@ def _persist_placement(job: Job, placements: list[Placement], *, why: str = "pla
                 index=index,
                 defaults={
                     "name": task_name(job.pk, index),
-                    "node": p.node,
-                    "gpu_indices": list(p.gpu_indices),
-                    "gpu_milli": p.gpu_milli,
-                    "gpu_memory_mib": p.gpu_memory_mib,
+                    **task_fields(p),
                     "phase": TaskPhase.PENDING,
                     "exit_code": None,
                     "message": "",
-                    "placement_reason": p.reason,
-                    "predicted_slowdown": p.predicted_slowdown,
                     "started_at": None,
                     "finished_at": None,
                 },
@@ -456,20 +442,7 @@ def _planned(job: Job) -> list[Placement]:
     out = []
     for raw in job.planned_placement or []:
         try:
-            out.append(
-                Placement(
-                    job_id=str(job.pk),
-                    task_id=str(raw["task_id"]),
-                    node=str(raw["node"]),
-                    gpu_indices=tuple(int(i) for i in raw.get("gpu_indices", ())),
-                    gpu_milli=int(raw.get("gpu_milli", 0)),
-                    gpu_memory_mib=int(raw.get("gpu_memory_mib", 0)),
-                    cpu_milli=int(raw.get("cpu_milli", 0)),
-                    memory_mib=int(raw.get("memory_mib", 0)),
-                    reason=str(raw.get("reason", "")),
-                    predicted_slowdown=raw.get("predicted_slowdown"),
-                )
-            )
+            out.append(replace(Placement.from_dict(raw), job_id=str(job.pk)))
         except (KeyError, TypeError, ValueError):
             return []
     return out if len(out) == job.replicas else []

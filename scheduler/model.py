@@ -150,6 +150,24 @@ class Placement:
             "predicted_slowdown": self.predicted_slowdown,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Placement:
+        """Inverse of ``to_dict``. Ids and node are required (KeyError); the rest default, so a
+        record written before a field existed still reads. Raises TypeError/ValueError on bad values."""
+        slowdown = data.get("predicted_slowdown")
+        return cls(
+            job_id=str(data["job_id"]),
+            task_id=str(data["task_id"]),
+            node=str(data["node"]),
+            gpu_indices=tuple(int(i) for i in data.get("gpu_indices", ())),
+            gpu_milli=int(data.get("gpu_milli", 0)),
+            gpu_memory_mib=int(data.get("gpu_memory_mib", 0)),
+            cpu_milli=int(data.get("cpu_milli", 0)),
+            memory_mib=int(data.get("memory_mib", 0)),
+            reason=str(data.get("reason", "")),
+            predicted_slowdown=None if slowdown is None else float(slowdown),
+        )
+
 
 @dataclass
 class ClusterSnapshot:

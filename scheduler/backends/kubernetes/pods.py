@@ -7,6 +7,7 @@ backend stays a thin layer of API calls.
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import json
 import math
 import re
@@ -392,18 +393,10 @@ def placement_from_pod(pod: dict[str, Any]) -> Placement | None:
     raw = annotations.get(c.ANN_PLACEMENT)
     if raw:
         try:
-            data = json.loads(raw)
-            return Placement(
-                job_id=str(data["job_id"]),
-                task_id=str(data["task_id"]),
-                node=str((pod.get("spec") or {}).get("nodeName") or data["node"]),
-                gpu_indices=tuple(int(i) for i in data.get("gpu_indices", ())),
-                gpu_milli=int(data.get("gpu_milli", 0)),
-                gpu_memory_mib=int(data.get("gpu_memory_mib", 0)),
-                cpu_milli=int(data.get("cpu_milli", 0)),
-                memory_mib=int(data.get("memory_mib", 0)),
-                reason=str(data.get("reason", "")),
-            )
+            placement = Placement.from_dict(json.loads(raw))
+            # The node the pod is bound to wins over the one it was planned for.
+            bound = (pod.get("spec") or {}).get("nodeName")
+            return dataclasses.replace(placement, node=str(bound)) if bound else placement
         except (ValueError, KeyError, TypeError):
             pass  # fall back to the individual annotations below
     if c.ANN_GPU_INDICES not in annotations or c.ANN_NODE not in annotations:

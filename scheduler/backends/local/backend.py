@@ -231,18 +231,7 @@ class TaskRecord:
     @property
     def placement(self) -> Placement:
         data: dict[str, Any] = self.task["placement"]
-        return Placement(
-            job_id=str(data["job_id"]),
-            task_id=str(data["task_id"]),
-            node=str(data["node"]),
-            gpu_indices=tuple(int(i) for i in data["gpu_indices"]),
-            gpu_milli=int(data["gpu_milli"]),
-            gpu_memory_mib=int(data["gpu_memory_mib"]),
-            cpu_milli=int(data["cpu_milli"]),
-            memory_mib=int(data["memory_mib"]),
-            reason=str(data.get("reason", "")),
-            predicted_slowdown=data.get("predicted_slowdown"),
-        )
+        return Placement.from_dict(data)
 
 
 class LocalBackend:
