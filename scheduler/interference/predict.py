@@ -83,6 +83,11 @@ def predict_sets(model: InterferenceModel | None, queries: Sequence[SetQuery]) -
         if supported.any():
             ym, yqm, pm = model.predict_features(x[supported])
             hit_rows = rows[supported]
+            offsets = getattr(model, "pair_offsets", None)
+            if offsets is not None:  # a model corrected by measurements (interference.online_model)
+                dy, dp = offsets([tuples[r] for r in hit_rows])
+                ym, yqm = np.clip(ym + dy, Y_FLOOR, 1.0), np.clip(yqm + dy, Y_FLOOR, 1.0)
+                pm = np.clip(pm + dp, 0.0, 1.0)
             y[hit_rows], yq[hit_rows], p[hit_rows] = ym, yqm, pm
     for r in miss:
         if not use_model[r]:

@@ -92,8 +92,12 @@ class InterferenceAware:
         min_feasible: float = 0.5,
         default_tolerance: float = 1.5,
         mechanism: str = "mps",
+        model: Any = None,
     ) -> None:
         self.model_path = Path(model_path) if model_path else None
+        # A model object instead of the file (the simulator's online model, which learns during a
+        # run: scheduler.sim.online_interference); None: the file at ``model_path``.
+        self.model = model
         self.use_model = use_model
         self.conservative = conservative
         self.min_feasible = min_feasible
@@ -158,7 +162,10 @@ class InterferenceAware:
     def _model(self, cycle: dict[str, Any]) -> InterferenceModel | None:
         """The trained model (or None), loaded once per cycle on first use."""
         if not cycle["model_loaded"]:
-            cycle["model"], cycle["note"] = cached_model(self.model_path)
+            if self.model is not None:
+                cycle["model"], cycle["note"] = self.model, ""
+            else:
+                cycle["model"], cycle["note"] = cached_model(self.model_path)
             cycle["model_loaded"] = True
         model: InterferenceModel | None = cycle["model"]
         return model

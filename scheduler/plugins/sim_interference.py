@@ -48,7 +48,11 @@ class InterferenceMemo:
         return self._tables.setdefault(settings, MemoTables())
 
     def clear(self) -> None:
-        self._tables.clear()
+        """Forget every verdict, in place: plugin instances hold these tables (a model that learns
+        during a run, ``scheduler.sim.online_interference``, makes them stale)."""
+        for tables in self._tables.values():
+            for memo in (tables.sets, tables.nodes, tables.node_keys, tables.classes):
+                memo.clear()
 
 
 @dataclass
