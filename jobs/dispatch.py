@@ -20,10 +20,12 @@ from __future__ import annotations
 import contextlib
 import logging
 
+from celery import current_app
 from django.core.cache import cache
 from django.db import transaction
 
 from jobs.faults import fault_point
+from jobs.lease import database_scope
 
 logger = logging.getLogger(__name__)
 
@@ -31,12 +33,21 @@ PENDING_KEY = "jobs:scheduling-cycle:pending"  # scoped per database: see _pendi
 PENDING_TIMEOUT_S = 30
 
 
-def _enqueue(task_name: str, *args: object) -> None:
-    from jobs import tasks  # late import: tasks imports services, which import this module
-
-    task = getattr(tasks, task_name)
-    try:
+def _send(task_name: str, args: tuple[object, ...]) -> None:
+    # By name, not by importing jobs.tasks: the tasks call the services, which call this module, so
+    # an import would point back up. A process that registered the task (a worker, eager mode) runs
+    # it through the task object; any other sends the name to the broker, which routes it.
+    name = f"jobs.tasks.{task_name}"
+    task = current_app.tasks.get(name)
+    if task is None:
+        current_app.send_task(name, args=args)
+    else:
         task.delay(*args)
+
+
+def _enqueue(task_name: str, *args: object) -> None:
+    try:
+        _send(task_name, args)
     except Exception:  # noqa: BLE001  (any broker failure: beat will pick the work up)
         logger.warning(
             "could not enqueue %s%r; the periodic beat will catch up", task_name, args, exc_info=True
@@ -46,8 +57,6 @@ def _enqueue(task_name: str, *args: object) -> None:
 
 
 def _pending_key() -> str:
-    from jobs.lease import database_scope
-
     return f"{PENDING_KEY}:{database_scope()}"
 
 

@@ -34,7 +34,6 @@ simulator's.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections import defaultdict
@@ -52,6 +51,7 @@ from jobs.colocation import measured_rates
 from jobs.faults import fault_point
 from jobs.models import Job, JobEvent, Task, TaskPhase
 from jobs.placements import task_fields, task_placement
+from jobs.policy_settings import QUEUE_ORDER_KEY, active_policy
 from jobs.profiling_services import fill_running_task_profiles, solo_profiles_for_jobs
 from jobs.queue_eta import refresh_etas
 from jobs.services import job_transition
@@ -61,11 +61,11 @@ from observability import metrics
 from quotas.models import UsageEntry
 from quotas.selectors import attained_gpu_seconds, cohort_quotas
 from quotas.services import QuotaDenied, las_gpus
-from scheduler import framework, profiles
+from scheduler import framework
 from scheduler.backends.base import ClusterBackend
 from scheduler.model import ClusterSnapshot, Decision, JobRequest, Placement, TaskRequest
 from scheduler.plugins.sim_interference import InterferenceMemo
-from scheduler.policy import PolicyView, RunningJob, get_policy, plan_cycle
+from scheduler.policy import PolicyView, RunningJob, plan_cycle
 from scheduler.policy.queue_sort import ServiceHistory
 
 logger = logging.getLogger(__name__)
@@ -78,7 +78,6 @@ ACTOR = "scheduler"
 # The simulator's round interval: preemption, unpacking and drains are considered this often.
 ROUND_S = 360.0
 ROUND_KEY = "jobs:scheduling-cycle:round"
-QUEUE_ORDER_KEY = "jobs:scheduling-cycle:queue-order"
 # Completed jobs whose attained service feeds the Gittins index (the latest ones).
 HISTORY_JOBS = 5000
 # Kept across cycles of this process: the interference plugin's verdicts (only a cache: a verdict
@@ -158,19 +157,6 @@ def job_request(
         group=job.image.name,
         expected_duration_s=_expected_duration(job),
     )
-
-
-def active_policy() -> Any:
-    """The policy named by ``SCHEDULER_POLICY``; a ``SCHEDULER_PROFILE`` other than ``default``
-    replaces its placement profile (the policy's rules stay; only node and GPU choice change)."""
-    policy = get_policy(settings.SCHEDULER_POLICY)
-    name = settings.SCHEDULER_PROFILE
-    if name and name != "default" and dataclasses.is_dataclass(policy) and hasattr(policy, "profile"):
-        policy = dataclasses.replace(policy, profile=profiles.get_profile(name))  # type: ignore[type-var]
-    thresholds = tuple(settings.SCHEDULER_LAS_THRESHOLDS_GPU_S)
-    if thresholds and dataclasses.is_dataclass(policy) and hasattr(policy, "las_thresholds"):
-        policy = dataclasses.replace(policy, las_thresholds=thresholds)  # type: ignore[type-var]
-    return policy
 
 
 def _service_history() -> ServiceHistory:

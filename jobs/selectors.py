@@ -15,6 +15,7 @@ from django.utils import timezone
 from accounts.models import Membership
 from images.models import JobImage
 from jobs.models import Job, JobEvent, Task
+from jobs.policy_settings import QUEUE_ORDER_KEY, active_policy
 from jobs.states import JobStatus
 from quotas.services import las_gpus
 
@@ -71,8 +72,6 @@ def queue_positions(job_ids: list[int] | None = None) -> dict[int, int]:
 
 def queue_order() -> str:
     """The rule that ordered the queue in the last scheduling cycle ("" before the first one)."""
-    from jobs.scheduling import QUEUE_ORDER_KEY
-
     try:
         return str(cache.get(QUEUE_ORDER_KEY) or "")
     except Exception:  # noqa: BLE001  (a cache outage must not break a read)
@@ -91,8 +90,6 @@ def attained_now(job: Job, now: dt.datetime | None = None) -> float:
 def las_thresholds() -> tuple[float, ...]:
     """The attained-service thresholds (GPU-seconds) of the platform policy's 2D-LAS levels; empty
     when the policy orders by something else."""
-    from jobs.scheduling import active_policy
-
     try:
         policy = active_policy()
     except ValueError:

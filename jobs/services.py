@@ -10,7 +10,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Role, Team
+from images.compat import driver_incompatibility
 from images.models import JobImage
+from jobs import cluster, dispatch
 from jobs.models import Job, JobEvent
 from jobs.selectors import resolve_image
 from jobs.specs import JobSpec, gpu_milli_per_replica, validate_job_spec
@@ -269,9 +271,7 @@ def _cluster_nodes() -> list[Any] | None:
     """The backend's nodes, or None when it cannot be asked (module missing, backend unreachable):
     the checks that need them are then skipped and the scheduler's filters decide later."""
     try:
-        from jobs.cluster import get_backend
-
-        return list(get_backend().snapshot().nodes)
+        return list(cluster.get_backend().snapshot().nodes)
     except Exception:  # noqa: BLE001  (an optional check must never make a submission fail)
         logger.warning("cluster checks at submit skipped", exc_info=True)
         return None
@@ -280,10 +280,6 @@ def _cluster_nodes() -> list[Any] | None:
 def _driver_problem(image: JobImage, spec: JobSpec, nodes: list[Any] | None) -> str | None:
     """Why no GPU node can run ``image`` (its minimum driver), or None (also when unknown)."""
     if not image.min_driver or gpu_milli_per_replica(spec) == 0 or nodes is None:
-        return None
-    try:
-        from images.compat import driver_incompatibility
-    except ImportError:
         return None
     drivers = [
         node.driver_version
@@ -361,24 +357,6 @@ def _never_runnable(*, spec: JobSpec, team: Team, user: Any, nodes: list[Any] | 
     return errors
 
 
-def _request_scheduling_cycle() -> None:
-    try:
-        from jobs.dispatch import request_scheduling_cycle
-    except ImportError:  # the worker side is not installed: beat-less setups still store the job
-        logger.warning("jobs.dispatch is missing; no scheduling cycle requested")
-        return
-    request_scheduling_cycle()
-
-
-def _request_stop(job_id: int) -> None:
-    try:
-        from jobs.dispatch import request_stop
-    except ImportError:
-        logger.warning("jobs.dispatch is missing; stop of job %s not requested", job_id)
-        return
-    request_stop(job_id)
-
-
 def job_submit(
     *,
     user: Any,
@@ -443,7 +421,7 @@ def job_submit(
         # Quota is taken when the cycle admits the job (jobs.scheduling), not here: a job over the
         # team's free quota waits in the queue with the reason.
         job_transition(job=job, to=JobStatus.QUEUED, actor="system", reason=QUEUED_REASON)
-        _request_scheduling_cycle()
+        dispatch.request_scheduling_cycle()
     job.refresh_from_db()
     audit.info("job submitted: id=%s team=%s by=%s", job.pk, chosen_team.slug, actor)
     return job
@@ -475,7 +453,7 @@ def job_cancel(*, job: Job, user: Any, reason: str = "") -> Job:
         status = JobStatus(job.status)
         if status is JobStatus.STOPPING:
             # Ask again: harmless (the stop task is idempotent) and recovers a lost broker message.
-            _request_stop(job.pk)
+            dispatch.request_stop(job.pk)
             return job
         if status is JobStatus.STOPPED:
             return job
@@ -485,7 +463,7 @@ def job_cancel(*, job: Job, user: Any, reason: str = "") -> Job:
         with transaction.atomic():
             if job_transition(job=job, to=target, actor=actor, reason=why, expected_from=status):
                 if target is JobStatus.STOPPING:
-                    _request_stop(job.pk)
+                    dispatch.request_stop(job.pk)
                 audit.info("job cancelled: id=%s from=%s by=%s", job.pk, status.value, actor)
                 return job
     raise JobConflict(f"Job {job.pk} keeps changing state; try again.")

@@ -15,8 +15,10 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
+from django.conf import settings
 
 from jobs import binding, dispatch, heartbeat, reconcile, scheduling, sync
+from jobs.colocation import colocation_sweep, interference_retrain
 from jobs.faults import fault_point
 from scheduler.backends.base import TransientBackendError
 
@@ -72,17 +74,11 @@ def sync_status() -> dict[str, object]:
 
 @shared_task(name="jobs.tasks.record_colocations")
 def record_colocations() -> int:
-    from jobs.colocation import colocation_sweep
-
     return colocation_sweep()
 
 
 @shared_task(name="jobs.tasks.retrain_interference")
 def retrain_interference() -> dict[str, object] | None:
-    from django.conf import settings
-
-    from jobs.colocation import interference_retrain
-
     outcome = interference_retrain(min_new=settings.INTERFERENCE_RETRAIN_MIN_NEW)
     return None if outcome is None else {"accepted": outcome.accepted, "reason": outcome.reason}
 

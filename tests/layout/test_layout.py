@@ -45,3 +45,56 @@ def test_scheduler_core_imports_no_django() -> None:
             if any(n.split(".")[0] in {"django", "rest_framework", "celery"} for n in names):
                 offenders.append(rel)
     assert offenders == []
+
+
+def _jobs_imports() -> dict[str, set[str]]:
+    """Module -> the jobs modules it imports, at any depth of the file (a late import counts too)."""
+    package = ROOT / "jobs"
+    modules = {p.stem for p in package.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name in modules:
+        tree = ast.parse((package / f"{name}.py").read_text())
+        found: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("jobs."))
+            elif isinstance(node, ast.ImportFrom) and node.module == "jobs":
+                found.update(a.name for a in node.names if a.name in modules)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("jobs."):
+                found.add(node.module.split(".")[1])
+        graph[name] = found & modules - {name}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle in ``graph`` (the modules in order, the first repeated at the end), or []."""
+    state: dict[str, str] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = "done"
+        return []
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return []
+
+
+def test_the_cycle_finder_finds_a_loop() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) == []
+
+
+def test_jobs_modules_import_each_other_in_one_direction() -> None:
+    # Services and tasks call down (binding, dispatch, scheduling, sync): nothing calls back up, not
+    # even through an import inside a function.
+    assert _cycle(_jobs_imports()) == []

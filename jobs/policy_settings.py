@@ -1,0 +1,28 @@
+"""The platform's scheduling policy as its settings configure it, and where the cycle leaves the name of
+the rule that ordered the queue. The cycle (jobs.scheduling) and the read side (jobs.selectors) both
+use these, so they live below both."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from django.conf import settings
+
+from scheduler import profiles
+from scheduler.policy import get_policy
+
+QUEUE_ORDER_KEY = "jobs:scheduling-cycle:queue-order"
+
+
+def active_policy() -> Any:
+    """The policy named by ``SCHEDULER_POLICY``; a ``SCHEDULER_PROFILE`` other than ``default``
+    replaces its placement profile (the policy's rules stay; only node and GPU choice change)."""
+    policy = get_policy(settings.SCHEDULER_POLICY)
+    name = settings.SCHEDULER_PROFILE
+    if name and name != "default" and dataclasses.is_dataclass(policy) and hasattr(policy, "profile"):
+        policy = dataclasses.replace(policy, profile=profiles.get_profile(name))  # type: ignore[type-var]
+    thresholds = tuple(settings.SCHEDULER_LAS_THRESHOLDS_GPU_S)
+    if thresholds and dataclasses.is_dataclass(policy) and hasattr(policy, "las_thresholds"):
+        policy = dataclasses.replace(policy, las_thresholds=thresholds)  # type: ignore[type-var]
+    return policy
