@@ -14,8 +14,28 @@ STATUS_CHOICES = [(s.value, s.value.title()) for s in JobStatus]
 FAILURE_CHOICES = [(c.value, c.value.title()) for c in FailureCategory]
 
 
+class JobKind(models.TextChoices):
+    # A batch job runs to its end; a workspace (issue 25) serves HTTP on a port until stopped or culled.
+    BATCH = "batch"
+    WORKSPACE = "workspace"
+
+
+class WorkspaceApp(models.TextChoices):
+    JUPYTERLAB = "jupyterlab"
+    TENSORBOARD = "tensorboard"
+    HTTP = "http"
+
+
 class Job(models.Model):
     name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=10, choices=JobKind.choices, default=JobKind.BATCH, db_index=True)
+    # Workspaces only (docs/workspaces.md): what serves, and on which port inside its container (the
+    # local backend picks a free port of 127.0.0.1 instead); a TensorBoard reads this job's event files.
+    workspace_app = models.CharField(max_length=12, choices=WorkspaceApp.choices, blank=True)
+    workspace_port = models.PositiveIntegerField(null=True, blank=True)
+    tensorboard_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="tensorboards"
+    )
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="jobs")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
     image = models.ForeignKey(JobImage, on_delete=models.PROTECT, related_name="jobs")

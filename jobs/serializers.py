@@ -201,6 +201,18 @@ class JobCreateInput(StrictInputMixin, serializers.Serializer):
         default=None,
         help_text="Seconds between SIGTERM and SIGKILL when preempted; null = the platform default.",
     )
+    kind = serializers.ChoiceField(
+        choices=specs.KINDS,
+        required=False,
+        default="batch",
+        help_text="batch, or workspace: a server (JupyterLab, TensorBoard, any HTTP app) opened through "
+        "/workspaces/<id>/ and culled when idle; a workspace defaults to 250 milli-GPU, not preemptible "
+        "(docs/workspaces.md).",
+    )
+    workspace_app = serializers.ChoiceField(
+        choices=specs.WORKSPACE_APPS, required=False, default="", allow_blank=True
+    )
+    workspace_port = _int(min_value=1024, max_value=65535, required=False, allow_null=True, default=None)
 
 
 class JobValidateOutput(serializers.Serializer):
@@ -289,6 +301,9 @@ class JobOutput(serializers.ModelSerializer):
             "min_runtime_seconds",
             "allow_sharing",
             "preemption_grace_seconds",
+            "kind",
+            "workspace_app",
+            "workspace_port",
             "status",
             "pending_reason",
             "queue_position",

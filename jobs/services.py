@@ -262,6 +262,10 @@ def cluster_problems(*, spec: JobSpec, image: JobImage, team: Team, user: Any) -
     """Why a well-formed ``spec`` could never run here, as field messages (empty: it can): the image's
     minimum driver on the GPU nodes, and what :func:`_never_runnable` refuses. Asks the backend once."""
     nodes = _cluster_nodes()
+    from workspaces.limits import workspace_limit_problems
+
+    if limits := workspace_limit_problems(spec=spec, team=team):
+        return limits
     if problem := _driver_problem(image, spec, nodes):
         return {"image": [problem]}
     return _never_runnable(spec=spec, team=team, user=user, nodes=nodes)

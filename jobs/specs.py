@@ -74,6 +74,10 @@ class JobSpec:
     allow_sharing: bool = False
     # None: the platform default (settings.PREEMPTION_GRACE_SECONDS).
     preemption_grace_seconds: int | None = None
+    # batch, or workspace (issue 25: serves HTTP until stopped or culled; defaults in workspaces.spec).
+    kind: str = "batch"
+    workspace_app: str = ""
+    workspace_port: int | None = None
 
     @classmethod
     def field_names(cls) -> frozenset[str]:
@@ -180,11 +184,38 @@ def validate_job_spec(spec: JobSpec) -> dict[str, list[str]]:
         _int_in(
             errors, "preemption_grace_seconds", spec.preemption_grace_seconds, 0, MAX_PREEMPTION_GRACE_SECONDS
         )
+    errors.update(_workspace_errors(spec))
     if spec.allow_sharing is True and (spec.gpus != 1 or spec.gpu_milli is not None):
         errors.setdefault("allow_sharing", []).append(
             "allow_sharing applies to a job of exactly one whole GPU per replica (gpus: 1, no gpu_milli); "
             "for a share of a GPU ask for gpu_milli instead."
         )
+    return errors
+
+
+KINDS = ("batch", "workspace")
+WORKSPACE_APPS = ("jupyterlab", "tensorboard", "http")
+
+
+def _workspace_errors(spec: JobSpec) -> dict[str, list[str]]:
+    """A workspace is one replica serving one declared port; a batch job declares neither."""
+    if spec.kind not in KINDS:
+        return {"kind": [f"One of: {', '.join(KINDS)}."]}
+    errors: dict[str, list[str]] = {}
+    if spec.kind == "batch":
+        if spec.workspace_app:
+            errors["workspace_app"] = ["Only a workspace (kind: workspace) has an app."]
+        if spec.workspace_port is not None:
+            errors["workspace_port"] = ["Only a workspace (kind: workspace) declares a port."]
+        return errors
+    if spec.workspace_app not in WORKSPACE_APPS:
+        errors["workspace_app"] = [f"One of: {', '.join(WORKSPACE_APPS)}."]
+    if spec.workspace_port is None:
+        errors["workspace_port"] = ["A workspace declares the port it serves HTTP on."]
+    else:
+        _int_in(errors, "workspace_port", spec.workspace_port, 1024, 65535)
+    if _is_int(spec.replicas) and spec.replicas != 1:
+        errors["replicas"] = ["A workspace has exactly one replica."]
     return errors
 
 

@@ -21,6 +21,7 @@ from jobs import services
 from jobs.selectors import resolve_image
 from jobs.serializers import JobCreateInput
 from jobs.specs import MAX_GPUS, JobSpec, validate_job_spec
+from workspaces.spec import with_workspace_defaults
 
 # The words of the explicit GPU request, so a whole-GPU job with "0" is never taken for CPU only.
 GPU_REQUEST_RULES = {
@@ -101,6 +102,7 @@ def check_submission(*, user: Any, data: Any, cluster: bool = False) -> CheckedS
     leaves it to job_submit, which asks the backend once inside the same checks."""
     if not isinstance(data, Mapping):
         return CheckedSubmission(errors={"non_field_errors": ["Send a JSON object of job fields."]})
+    data = with_workspace_defaults(data)
     serializer = JobCreateInput()
     known = {name for name, f in serializer.fields.items() if not f.read_only}
     errors: dict[str, list[str]] = {}

@@ -1,6 +1,11 @@
+"""The ASGI entry point: the workspace proxy (HTTP and WebSocket under /workspaces/<id>/, issue 25)
+in front of Django, which serves everything else. ``make run`` serves this through gunicorn's uvicorn
+worker; docs/workspaces.md names the production alternatives."""
+
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "platform"), str(ROOT)]
@@ -8,4 +13,24 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.dev")
 
 from django.core.asgi import get_asgi_application  # noqa: E402
 
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+from workspaces.proxy import is_workspace_path, workspace_proxy  # noqa: E402 (needs Django set up)
+
+
+async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    kind = scope["type"]
+    if kind in ("http", "websocket") and is_workspace_path(scope["path"]):
+        await workspace_proxy(scope, receive, send)
+    elif kind == "websocket":
+        await send({"type": "websocket.close", "code": 4404})  # no other WebSocket endpoint
+    elif kind == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    else:
+        await django_application(scope, receive, send)

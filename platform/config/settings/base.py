@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "jobs",
     "frontend",
     "observability",
+    "workspaces",
 ]
 
 MIDDLEWARE = [
@@ -368,4 +369,14 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}
+
+# Workspaces (issue 25, docs/workspaces.md): stopped after this long without a request through the
+# proxy or kernel activity (Jupyter's /api/status); checked by beat every WORKSPACE_CULL_CHECK_SECONDS.
+WORKSPACE_IDLE_SECONDS = env_float("WORKSPACE_IDLE_SECONDS", 3600.0)
+WORKSPACE_CULL_CHECK_SECONDS = env_float("WORKSPACE_CULL_CHECK_SECONDS", 60.0)
+CELERY_BEAT_SCHEDULE["workspace-cull"] = {
+    "task": "workspaces.tasks.cull_idle_workspaces",
+    "schedule": WORKSPACE_CULL_CHECK_SECONDS,
+    "options": {"expires": WORKSPACE_CULL_CHECK_SECONDS},
 }

@@ -71,7 +71,7 @@ from scheduler.backends.base import (
     TaskStatus,
     TransientBackendError,
 )
-from scheduler.backends.local import containers, runner
+from scheduler.backends.local import containers, runner, workspace
 from scheduler.backends.local.environment import task_environment
 from scheduler.backends.local.inventory import GPU_MODES, GpuInventory, gpu_inventory, machine_node
 from scheduler.backends.throughput import THROUGHPUT_ENV, THROUGHPUT_FILE_NAME, reported_throughput
@@ -558,6 +558,9 @@ class LocalBackend:
                 env["PATH"] = self._job_path(env.get("PATH", ""))
             # The work folder is /workspace in a container (runner.py mounts it there).
             env[THROUGHPUT_ENV] = str((Path("/workspace") if container else work) / THROUGHPUT_FILE_NAME)
+            workspace_target = None
+            if workspace.is_workspace(env):
+                argv, workspace_target = self._workspace_launch(spec, env, identity)
             runner.write_json(
                 task_dir / runner.TASK_FILE,
                 {
@@ -578,6 +581,7 @@ class LocalBackend:
                     "master_port": master_port,
                     "checkpoint_dir": str(checkpoint),
                     "resume": spec.resume,
+                    "workspace_target": workspace_target,
                     "job_user": {"uid": identity.uid, "gid": identity.gid, "name": identity.name}
                     if identity and not container
                     else None,
@@ -682,6 +686,35 @@ class LocalBackend:
         self._make_dir(job_dir, 0o711 if identity else 0o755, None)
         folder = Path(spec.checkpoint_dir) if spec.checkpoint_dir else job_dir / CHECKPOINT_DIR
         return self._make_dir(folder, 0o700, identity)
+
+    def _workspace_launch(
+        self, spec: TaskSpec, env: dict[str, str], identity: JobIdentity | None
+    ) -> tuple[list[str], str]:
+        """A workspace binds 127.0.0.1 on a free port, in the user's home folder of the team; its
+        command's $(NAME) references are expanded as Kubernetes would. Returns (argv, target)."""
+        taken = [
+            int(str(r.task["workspace_target"]).rsplit(":", 1)[1])
+            for r in self._records()
+            if r.live and r.task.get("workspace_target") and r.task["job_id"] != spec.job_id
+        ]
+        port = workspace.free_port(taken)
+        homes = self._make_dir(self.work_dir / workspace.HOMES_DIR, 0o711 if identity else 0o755, None)
+        team_dir = self._make_dir(homes / safe_name(spec.team or "team"), 0o711 if identity else 0o755, None)
+        home = self._make_dir(team_dir / safe_name(spec.user or "user"), 0o700, identity)
+        env.update({workspace.HOST: "127.0.0.1", workspace.PORT: str(port), workspace.HOME: str(home)})
+        argv = workspace.expand_references([*spec.command, *spec.args], env)
+        return argv, workspace.target(port)
+
+    def workspace_target(self, job_id: str) -> str | None:
+        """Where the proxy reaches the workspace ``job_id`` while its server runs, else None."""
+        for record in self._records(job_id):
+            if record.phase is TaskPhase.RUNNING and record.task.get("workspace_target"):
+                return str(record.task["workspace_target"])
+        return None
+
+    def workspace_home(self, *, team: str, user: str) -> Path:
+        """The home folder a workspace of ``user`` in ``team`` gets (its files survive every run)."""
+        return workspace.home_dir(self.work_dir, safe_name(team or "team"), safe_name(user or "user"))
 
     def _write_job_info(self, job_id: str, **values: Any) -> None:
         job_dir = self._job_dir(job_id)

@@ -1,0 +1,98 @@
+"""kind: workspace through the REST API: its defaults, its rules, and the team's workspace limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from workspaces.models import WorkspaceLimit
+
+pytestmark = pytest.mark.django_db
+
+JOBS = "/api/v1/jobs/"
+
+
+def _workspace(image: Any, **fields: Any) -> dict[str, Any]:
+    return {"kind": "workspace", "image": image.reference, "team": "vision", **fields}
+
+
+def test_a_workspace_defaults_to_a_quarter_gpu_jupyterlab_that_is_not_preemptible(
+    api_client_for, member, image
+) -> None:
+    response = api_client_for(member).post(JOBS, _workspace(image), format="json")
+
+    assert response.status_code == 201, response.json()
+    job = response.json()
+    assert (job["kind"], job["workspace_app"], job["workspace_port"]) == ("workspace", "jupyterlab", 8888)
+    assert (job["gpus"], job["gpu_milli"], job["gpu_memory_mib"]) == (0, 250, 4096)
+    assert job["preemptible"] is False
+    assert job["command"][:2] == ["jupyter", "lab"]
+    assert "--ServerApp.base_url=$(GPU_PLATFORM_WORKSPACE_BASE_URL)" in job["command"]
+
+
+def test_the_jobs_own_token_is_in_no_answer_of_the_api(api_client_for, member, image) -> None:
+    from workspaces.access import workspace_token
+
+    client = api_client_for(member)
+    job = client.post(JOBS, _workspace(image), format="json").json()
+
+    answer = client.get(f"{JOBS}{job['id']}/").content.decode()
+    assert workspace_token(job["id"]) not in answer
+
+
+def test_a_workspace_keeps_what_its_owner_asked_for(api_client_for, member, image) -> None:
+    fields = _workspace(
+        image, workspace_app="http", workspace_port=9000, command=["python", "-m", "http.server"],
+        gpu_milli=500, preemptible=True,
+    )  # fmt: skip
+    job = api_client_for(member).post(JOBS, fields, format="json").json()
+
+    assert (job["workspace_port"], job["gpu_milli"], job["preemptible"]) == (9000, 500, True)
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "words"),
+    [
+        ({"kind": "batch", "workspace_port": 8888, "command": "python train.py"}, "workspace_port", "Only a workspace"),
+        ({"kind": "workspace", "replicas": 2}, "replicas", "exactly one replica"),
+        ({"kind": "workspace", "workspace_port": 80}, "workspace_port", "between 1024 and 65535"),
+        ({"kind": "workspace", "workspace_app": "http"}, "command", "This field is required"),
+        ({"kind": "notebook"}, "kind", "not a valid choice"),
+    ],
+)
+def test_it_rejects_a_malformed_workspace_with_the_fields_message(
+    api_client_for, member, image, fields, field, words
+) -> None:
+    response = api_client_for(member).post(JOBS, {"image": image.reference, **fields}, format="json")
+
+    assert response.status_code == 400
+    body = response.json()
+    assert words in " ".join(body["extra"]["fields"][field]), body
+
+
+def test_a_team_at_its_workspace_limit_gets_a_400_naming_it(api_client_for, member, team, image) -> None:
+    WorkspaceLimit.objects.create(team=team, max_workspaces=1)
+    client = api_client_for(member)
+    assert client.post(JOBS, _workspace(image), format="json").status_code == 201
+
+    response = client.post(JOBS, _workspace(image), format="json")
+
+    assert response.status_code == 400
+    assert "1 workspace(s) at once" in response.json()["extra"]["fields"]["kind"][0]
+
+
+def test_a_teams_workspace_gpu_share_limit_counts_every_open_workspace(
+    api_client_for, member, team, image
+) -> None:
+    WorkspaceLimit.objects.create(team=team, max_gpu_milli=400)
+    client = api_client_for(member)
+    assert client.post(JOBS, _workspace(image), format="json").status_code == 201
+
+    response = client.post(JOBS, _workspace(image), format="json")
+
+    assert response.status_code == 400
+    assert "250 are held, this one asks for 250" in response.json()["extra"]["fields"]["gpu_milli"][0]
+    # Batch jobs are not workspaces: the limit leaves them alone.
+    batch = {"image": image.reference, "team": "vision", "command": "python train.py", "gpu_milli": 500}
+    assert client.post(JOBS, batch, format="json").status_code == 201
