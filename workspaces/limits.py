@@ -29,9 +29,7 @@ def workspace_limit_problems(*, spec: JobSpec, team: Team) -> dict[str, list[str
             f"Team {team.slug} may have {limit.max_workspaces} workspace(s) at once; stop one first."
         ]
     if limit.max_gpu_milli is not None:
-        held = open_ones.aggregate(
-            total=Sum(F("gpu_milli") + F("gpus") * 1000)
-        )["total"] or 0
+        held = open_ones.aggregate(total=Sum(F("gpu_milli") + F("gpus") * 1000))["total"] or 0
         wanted = gpu_milli_per_replica(spec)
         if held + wanted > limit.max_gpu_milli:
             errors["gpu_milli"] = [

@@ -133,7 +133,9 @@ def _upstream_url(target: str, scope: Scope, *, websocket: bool = False) -> str:
     return base + quote(scope["path"], safe="/%:@!$&'()*+,;=-._~") + (f"?{query}" if query else "")
 
 
-async def _answer(send: Send, status: int, text: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _answer(
+    send: Send, status: int, text: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
     body = text.encode()
     await send(
         {
@@ -187,6 +189,8 @@ async def _http(scope: Scope, receive: Receive, send: Send, opened: Opened) -> N
     if cookie := _forwarded_cookie("; ".join(v for k, v in _headers(scope) if k == "cookie")):
         headers.append(("cookie", cookie))
     headers.append(("authorization", f"token {opened.token}"))
+    # Unencoded answers, so a page can be read for the token (the hop upstream is a local one).
+    headers = [(k, v) for k, v in headers if k != "accept-encoding"] + [("accept-encoding", "identity")]
     async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None)) as client:
         request = client.build_request(
             scope["method"], _upstream_url(opened.target, scope), headers=headers, content=bytes(body)
@@ -202,6 +206,15 @@ async def _http(scope: Scope, receive: Receive, send: Send, opened: Opened) -> N
                 for k, v in response.headers.multi_items()
                 if k.lower() not in HOP_BY_HOP
             ]
+            if response.headers.get("content-type", "").startswith("text/html"):
+                # JupyterLab writes the server's token into its page (page config): taken out here,
+                # the page works without it, as every request through the proxy carries it anyway.
+                page = (await response.aread()).replace(opened.token.encode(), b"")
+                out = [(k, v) for k, v in out if k.lower() != b"content-length"]
+                out.append((b"content-length", str(len(page)).encode()))
+                await send({"type": "http.response.start", "status": response.status_code, "headers": out})
+                await send({"type": "http.response.body", "body": page})
+                return
             await send({"type": "http.response.start", "status": response.status_code, "headers": out})
             async for chunk in response.aiter_raw():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})

@@ -54,7 +54,11 @@ def test_a_workspace_keeps_what_its_owner_asked_for(api_client_for, member, imag
 @pytest.mark.parametrize(
     ("fields", "field", "words"),
     [
-        ({"kind": "batch", "workspace_port": 8888, "command": "python train.py"}, "workspace_port", "Only a workspace"),
+        (
+            {"kind": "batch", "workspace_port": 8888, "command": "python train.py"},
+            "workspace_port",
+            "Only a workspace",
+        ),
         ({"kind": "workspace", "replicas": 2}, "replicas", "exactly one replica"),
         ({"kind": "workspace", "workspace_port": 80}, "workspace_port", "between 1024 and 65535"),
         ({"kind": "workspace", "workspace_app": "http"}, "command", "This field is required"),
