@@ -160,6 +160,8 @@ class TeamSimulator:
         self.reclaims = 0
         self.cycles = 0
         self.last_view: PolicyView | None = None
+        # Start times of runs held back by a grace period (the clock wakes there to sample).
+        self.starts: list[float] = []
 
     # --- the view the platform would build -------------------------------------------------------
     def quotas(self) -> dict[str, TeamQuota] | None:
@@ -248,6 +250,8 @@ class TeamSimulator:
             s.first_start = at
         s.version += 1
         heapq.heappush(heap, (at + s.left_s, s.version, job_id))
+        if at > self.now:
+            heapq.heappush(self.starts, at)
 
     def apply(self, decision: Decision, heap: list[tuple[float, int, str]]) -> bool:
         """Apply ``decision`` at ``self.now``; True when it changed anything."""
@@ -284,10 +288,14 @@ class TeamSimulator:
         return bool(decision.evictions or decision.migrations or decision.placements)
 
     def sample(self) -> None:
+        """What each team holds and waits for; a run held back by a grace still waits."""
         held: dict[str, int] = {}
-        for s in self.running.values():
-            held[s.team] = held.get(s.team, 0) + s.milli
         waiting: dict[str, list[int]] = {}
+        for s in self.running.values():
+            if s.started_at <= self.now + EPS:
+                held[s.team] = held.get(s.team, 0) + s.milli
+            else:
+                waiting.setdefault(s.team, []).append(s.milli)
         for s in self.queue.values():
             waiting.setdefault(s.team, []).append(s.milli)
         self.samples.append(TeamSample(self.now, held, waiting))
@@ -305,10 +313,13 @@ class TeamSimulator:
                 heapq.heappop(heap)
             t_end = heap[0][0] if heap else math.inf
             t_arr = arrivals[nxt].trace.submit if nxt < n else math.inf
-            self.now = min(t_end, t_arr, next_cycle, next_round)
+            t_start = self.starts[0] if self.starts else math.inf
+            self.now = min(t_end, t_arr, next_cycle, next_round, t_start)
             if self.now == math.inf:
                 raise RuntimeError("replay stalled: jobs wait but nothing can ever run")
             changed = False
+            while self.starts and self.starts[0] <= self.now + EPS:
+                heapq.heappop(self.starts)
             while heap and heap[0][0] <= self.now + EPS:
                 _, version, job_id = heapq.heappop(heap)
                 s = self.by_id[job_id]

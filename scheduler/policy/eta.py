@@ -122,3 +122,47 @@ def estimate_starts(
     for request in view.queue:
         out.setdefault(request.job_id, Estimate(start_at=None, confidence="low"))
     return out
+
+
+class RuntimeHistory:
+    """Run times of completed jobs, for expected run and remaining times where no limit is declared.
+
+    Pools, most specific first: the team's jobs of the same size, the team's jobs, every job (the
+    last is a ``guess``; the others are ``history``). Each keeps the latest ``window`` run times.
+
+    ``remaining(team, gpus, elapsed)``: with ``conditional`` (the default), the median of what the
+    pool's runs that outlived ``elapsed`` ran beyond it, ``median(d - elapsed | d > elapsed)``: run
+    times are heavy-tailed, so a job that has already run long is expected to run longer than the
+    unconditional median says. A job that outlived every run of its pools is expected to run as long
+    again (``elapsed``, a ``guess``). Without ``conditional``: ``max(0, median(d) - elapsed)``.
+    """
+
+    def __init__(self, window: int = 50, *, conditional: bool = True) -> None:
+        self.window = window
+        self.conditional = conditional
+        self.pools: dict[tuple[str, int | None] | None, list[float]] = {}
+
+    def add(self, team: str, gpus: int, seconds: float) -> None:
+        for key in ((team, gpus), (team, None), None):
+            pool = self.pools.setdefault(key, [])
+            pool.append(seconds)
+            del pool[: max(0, len(pool) - self.window)]
+
+    def remaining(self, team: str, gpus: int, elapsed: float = 0.0) -> tuple[float | None, str]:
+        """(expected seconds left, source) of a job of ``team`` on ``gpus`` that ran ``elapsed``."""
+        for key, source in (((team, gpus), "history"), ((team, None), "history"), (None, "guess")):
+            pool = self.pools.get(key)
+            if not pool:
+                continue
+            if not self.conditional:
+                return max(0.0, _median(pool) - elapsed), source
+            beyond = [d - elapsed for d in pool if d > elapsed]
+            if beyond:
+                return _median(beyond), source
+        return (elapsed, "guess") if elapsed > 0 and self.pools else (None, "guess")
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0

@@ -1,0 +1,51 @@
+"""The ETA benchmark's bookkeeping on hand-made estimates, and the remaining-time estimator."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.bench.eta_accuracy import eta_errors, shown_at
+from scheduler.policy.eta import RuntimeHistory
+
+
+def test_the_estimate_shown_is_the_latest_made_by_then_and_the_first_before_any() -> None:
+    made = [(10.0, 500.0), (60.0, 400.0), (120.0, None)]
+    assert shown_at(made, 0.0) == 500.0
+    assert shown_at(made, 59.0) == 500.0
+    assert shown_at(made, 60.0) == 400.0
+    assert shown_at(made, 500.0) is None
+
+
+def test_errors_are_taken_at_each_tenth_of_the_wait_relative_to_the_wait() -> None:
+    # Submitted at 0, started at 100 (wait 100). Estimates: 150 when it entered, 100 from t=50 on.
+    estimates = {"j": [(0.0, 150.0), (50.0, 100.0)], "short": [(0.0, 5.0)], "blind": [(0.0, None)]}
+    submit = {"j": 0.0, "short": 0.0, "blind": 0.0}
+    start = {"j": 100.0, "short": 5.0, "blind": 200.0}
+    got = eta_errors(estimates, submit, start, min_wait_s=60.0)
+    # Tenths 0..4 (t = 0, 10, .., 40) show 150 (error 0.5); tenths 5..9 show 100 (error 0).
+    assert got.errors == [0.5] * 5 + [0.0] * 5
+    assert got.unknown == 10  # "blind": ten points without an estimate
+    assert got.jobs == 2  # "short" waited less than min_wait_s
+
+
+def test_remaining_time_comes_from_the_team_and_size_first_then_the_team_then_everyone() -> None:
+    history = RuntimeHistory(conditional=False)
+    assert history.remaining("a", 1) == (None, "guess")
+    history.add("b", 4, 1000.0)
+    assert history.remaining("a", 1) == (1000.0, "guess")
+    history.add("a", 2, 300.0)
+    assert history.remaining("a", 1) == (300.0, "history")
+    history.add("a", 1, 100.0)
+    history.add("a", 1, 200.0)
+    assert history.remaining("a", 1, elapsed=50.0) == (pytest.approx(100.0), "history")  # median 150 - 50
+
+
+def test_conditional_remaining_time_grows_with_the_time_already_run() -> None:
+    history = RuntimeHistory(conditional=True)
+    for seconds in (100.0, 100.0, 100.0, 1000.0, 5000.0):
+        history.add("a", 1, seconds)
+    # Median of d - 0 is 100; of the runs that outlived 200 s, the median beyond it is (800 + 4800) / 2.
+    assert history.remaining("a", 1, elapsed=0.0) == (100.0, "history")
+    assert history.remaining("a", 1, elapsed=200.0) == (pytest.approx(2800.0), "history")
+    # Outlived every run known: expected to run as long again.
+    assert history.remaining("a", 1, elapsed=6000.0) == (6000.0, "guess")
