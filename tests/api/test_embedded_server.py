@@ -59,7 +59,8 @@ def test_make_run_serves_with_gunicorn_and_a_worker_count_for_the_machine(monkey
     monkeypatch.setattr("os.cpu_count", lambda: 64)
     big = RunPlatform()._web_command(REPO_ROOT, {"host": "127.0.0.1", "port": 8000, "web": "gunicorn"})
 
-    assert command[1:4] == ["-m", "gunicorn", "config.wsgi:application"]
+    assert command[1:4] == ["-m", "gunicorn", "config.asgi:application"]
+    assert command[command.index("--worker-class") + 1] == "uvicorn_worker.UvicornWorker"
     assert command[command.index("--workers") + 1] == "5"
     assert big[big.index("--workers") + 1] == "9"
     assert "runserver" not in command

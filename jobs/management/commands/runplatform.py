@@ -170,7 +170,10 @@ class Command(BaseCommand):
                 sys.executable,
                 "-m",
                 "gunicorn",
-                "config.wsgi:application",
+                # ASGI through uvicorn's worker: the workspace proxy needs WebSockets (docs/workspaces.md).
+                "config.asgi:application",
+                "--worker-class",
+                "uvicorn_worker.UvicornWorker",
                 "--bind",
                 bind,
                 "--workers",
