@@ -56,6 +56,7 @@ from jobs.profiling_services import fill_running_task_profiles, solo_profiles_fo
 from jobs.queue_eta import refresh_etas
 from jobs.services import job_transition
 from jobs.shared_gpu_notes import agree_on_shared_gpus
+from jobs.solo_first import hold_profiling_gpus, own_share, solo_first_queue
 from jobs.states import JobStatus
 from observability import metrics
 from quotas.models import UsageEntry
@@ -265,6 +266,7 @@ def build_view(backend: ClusterBackend, *, now: float | None = None, rounds: boo
     _add_pending_binds(snapshot)
     _reserve_migration_targets(snapshot)
     fill_running_task_profiles(snapshot)
+    hold_profiling_gpus(snapshot, now)  # PROFILE_NEW_JOBS: nothing is packed beside a job profiled alone
     queued = list(Job.objects.filter(status=JobStatus.QUEUED.value).select_related("team", "user", "image"))
     # A preemptor whose victims still hold their GPUs waits for them, out of the policy's queue: were
     # it offered again, the policy would pick more victims for it every cycle of the grace period.
@@ -297,6 +299,7 @@ def build_view(backend: ClusterBackend, *, now: float | None = None, rounds: boo
         memo=_MEMO,
         quotas=cohort_quotas(held_for=dict(held_milli)),
     )
+    view.queue = solo_first_queue(view.queue, [str(j.pk) for j in offered if j.pk not in solo], snapshot)
     return CycleView(view=view, queued={str(j.pk): j for j in queued}, held=dict(held))
 
 
@@ -617,7 +620,7 @@ def _cycle_once(backend: ClusterBackend, now: float | None = None) -> CycleResul
         if placements and len(placements) == job.replicas:
             blocked = _on_victims(placements, victims)
             if not blocked:
-                if _persist_placement(job, placements):
+                if _persist_placement(job, own_share(job, placements)):
                     result.admitted.append(job.pk)
                 continue
             why = f"waiting for preempted job {', '.join(sorted(blocked, key=int))} to stop"

@@ -325,6 +325,9 @@ SIM_STATE_PATH = env_str("SIM_STATE_PATH", str(VAR_DIR / "simulated-cluster.json
 SIM_GROUND_TRUTH_GPU = env_str("SIM_GROUND_TRUTH_GPU", "v100")
 # Node agents post solo profiles with this bearer token (jobs.agent_api); "" refuses every post.
 NODE_AGENT_TOKEN = env_str("NODE_AGENT_TOKEN", "")
+# Minutes a job whose configuration has no solo profile runs alone on an idle GPU, when one is free,
+# so that it can be profiled (jobs.solo_first; the cost is in docs/interference.md); 0 = off.
+PROFILE_NEW_JOBS = env_float("PROFILE_NEW_JOBS", 0.0)
 KUBERNETES_NAMESPACE = env_str("KUBERNETES_NAMESPACE", "gpu-jobs")
 KUBERNETES_SCHEDULER_NAME = env_str("KUBERNETES_SCHEDULER_NAME", "gpu-platform-scheduler")
 # Where pods keep CHECKPOINT_DIR across a job's runs: "pvc:<claim>" or "hostPath:<dir>" (per-job
