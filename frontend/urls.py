@@ -5,6 +5,7 @@ from django.urls import path
 
 from accounts.views import login_throttled
 from frontend import views
+from frontend import workspaces as workspace_pages
 
 app_name = "frontend"
 
@@ -25,6 +26,8 @@ urlpatterns = [
     path("jobs/new/", views.job_submit, name="submit"),
     path("jobs/<int:job_id>/", views.job_detail, name="job"),
     path("jobs/<int:job_id>/spec.yaml", views.job_spec_yaml, name="job-spec-yaml"),
+    path("workspaces/new/", workspace_pages.workspace_new, name="workspace-new"),
+    path("jobs/<int:job_id>/tensorboard/", workspace_pages.tensorboard_new, name="tensorboard"),
     path("teams/", views.team_index, name="teams"),
     path("teams/<int:team_id>/", views.team_detail, name="team"),
     path("images/", views.image_list, name="images"),

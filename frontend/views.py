@@ -25,6 +25,7 @@ from frontend import bulk_cancel, selectors
 from frontend import job_usage as job_usage_selectors
 from frontend import nodes as nodes_selectors
 from frontend import team_usage as team_usage_selectors
+from frontend import workspaces as workspace_pages
 from frontend.token_forms import TokenCreateForm
 from frontend.yaml_spec import YamlSpecError, dump_spec, parse_spec
 from jobs.selectors import job_for_user, job_logs, jobs_for_user
@@ -99,6 +100,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         or role == Role.OWNER
         or (role == Role.MEMBER and job.user_id == request.user.pk),
         "can_submit": request.user.is_superuser or role in (Role.OWNER, Role.MEMBER),
+        "workspace_open_url": workspace_pages.open_url(job),
     }
     return render(request, "frontend/job_detail.html", context)
 

@@ -31,6 +31,8 @@ def workspace_env(job: Job) -> dict[str, str]:
         workspace_spec.PORT: str(job.workspace_port or 8888),
         workspace_spec.BASE_URL: workspace_spec.base_url(job.pk),
         "JUPYTER_TOKEN": workspace_token(job.pk),
+        # A TensorBoard's source job: each backend knows where that job's CHECKPOINT_DIR lives.
+        **({workspace_spec.LOGS_OF: str(job.tensorboard_of_id)} if job.tensorboard_of_id else {}),
     }
 
 

@@ -702,6 +702,8 @@ class LocalBackend:
         team_dir = self._make_dir(homes / safe_name(spec.team or "team"), 0o711 if identity else 0o755, None)
         home = self._make_dir(team_dir / safe_name(spec.user or "user"), 0o700, identity)
         env.update({workspace.HOST: "127.0.0.1", workspace.PORT: str(port), workspace.HOME: str(home)})
+        if source := env.get(workspace.LOGS_OF):
+            env[workspace.LOGDIR] = str(self.checkpoint_dir(source) / workspace.TENSORBOARD_FOLDER)
         argv = workspace.expand_references([*spec.command, *spec.args], env)
         return argv, workspace.target(port)
 

@@ -17,6 +17,9 @@ HOST = "GPU_PLATFORM_WORKSPACE_HOST"
 PORT = "GPU_PLATFORM_WORKSPACE_PORT"
 HOME = "GPU_PLATFORM_WORKSPACE_HOME"
 LOGDIR = "GPU_PLATFORM_WORKSPACE_LOGDIR"
+LOGS_OF = "GPU_PLATFORM_WORKSPACE_LOGS_OF"
+# Where a job's image writes TensorBoard event files, under its CHECKPOINT_DIR (docs/workspaces.md).
+TENSORBOARD_FOLDER = "tensorboard"
 HOMES_DIR = "homes"
 
 # Kubernetes' reference syntax in command and args: $(NAME) is the variable's value when it is set,
