@@ -77,6 +77,13 @@ def record_colocations() -> int:
     return colocation_sweep()
 
 
+@shared_task(name="jobs.tasks.sample_solo_profiles")
+def sample_solo_profiles() -> int:
+    from jobs.solo_sampling import solo_sample_sweep
+
+    return solo_sample_sweep()
+
+
 @shared_task(name="jobs.tasks.retrain_interference")
 def retrain_interference() -> dict[str, object] | None:
     outcome = interference_retrain(min_new=settings.INTERFERENCE_RETRAIN_MIN_NEW)

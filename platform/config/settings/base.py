@@ -205,6 +205,17 @@ CELERY_BEAT_SCHEDULE["colocation-sweep"] = {
     "schedule": COLOCATION_SWEEP_SECONDS,
     "options": {"expires": COLOCATION_SWEEP_SECONDS},
 }
+# The local backend's own solo profiling through NVML (jobs.solo_sampling): a sample every few
+# seconds of each unprofiled job alone on its GPU, a profile after SOLO_PROFILE_SECONDS of them.
+SOLO_SAMPLE_SECONDS = env_float("SOLO_SAMPLE_SECONDS", 5.0)
+SOLO_PROFILE_SECONDS = env_float("SOLO_PROFILE_SECONDS", 60.0)
+SOLO_WARMUP_SECONDS = env_float("SOLO_WARMUP_SECONDS", 10.0)
+CELERY_TASK_ROUTES["jobs.tasks.sample_solo_profiles"] = {"queue": PLATFORM_QUEUES["sync"]}
+CELERY_BEAT_SCHEDULE["solo-sampling"] = {
+    "task": "jobs.tasks.sample_solo_profiles",
+    "schedule": SOLO_SAMPLE_SECONDS,
+    "options": {"expires": SOLO_SAMPLE_SECONDS},
+}
 CELERY_BEAT_SCHEDULE["interference-retrain"] = {
     "task": "jobs.tasks.retrain_interference",
     "schedule": INTERFERENCE_RETRAIN_SECONDS,
