@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any
 
@@ -473,30 +474,20 @@ def job_cancel(*, job: Job, user: Any, reason: str = "") -> Job:
     raise JobConflict(f"Job {job.pk} keeps changing state; try again.")
 
 
+def _spec_columns(spec: JobSpec) -> dict[str, Any]:
+    """The Job columns that store ``spec``: each JobSpec field has a column of the same name."""
+    columns = {name: copy.copy(getattr(spec, name)) for name in JobSpec.field_names()}
+    # The row says "no share" with 0, and a job of whole GPUs never has a share.
+    columns["gpu_milli"] = 0 if spec.gpus else (spec.gpu_milli or 0)
+    columns["slowdown_tolerance"] = float(spec.slowdown_tolerance)
+    return columns
+
+
 def spec_of(job: Job) -> JobSpec:
-    """The spec ``job`` was submitted with."""
-    return JobSpec(
-        name=job.name,
-        command=list(job.command),
-        args=list(job.args),
-        env=dict(job.env),
-        gpus=job.gpus,
-        gpu_milli=job.gpu_milli or None,
-        gpu_memory_mib=job.gpu_memory_mib,
-        gpu_models=list(job.gpu_models),
-        cpu_milli=job.cpu_milli,
-        memory_mib=job.memory_mib,
-        replicas=job.replicas,
-        priority=job.priority,
-        max_runtime_seconds=job.max_runtime_seconds,
-        max_retries=job.max_retries,
-        slowdown_tolerance=job.slowdown_tolerance,
-        sim_duration_seconds=job.sim_duration_seconds,
-        preemptible=job.preemptible,
-        min_runtime_seconds=job.min_runtime_seconds,
-        allow_sharing=job.allow_sharing,
-        preemption_grace_seconds=job.preemption_grace_seconds,
-    )
+    """The spec ``job`` was submitted with (the inverse of ``_spec_columns``)."""
+    values = {name: copy.copy(getattr(job, name)) for name in JobSpec.field_names()}
+    values["gpu_milli"] = job.gpu_milli or None
+    return JobSpec(**values)
 
 
 def job_clone(*, job: Job, user: Any) -> Job:
