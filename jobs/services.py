@@ -394,29 +394,10 @@ def job_submit(
     actor = user.get_username()
     with transaction.atomic():
         job = Job.objects.create(
-            name=spec.name.strip() or chosen_image.name,
+            **_spec_columns(spec) | {"name": spec.name.strip() or chosen_image.name},
             team=chosen_team,
             user=user,
             image=chosen_image,
-            command=list(spec.command),
-            args=list(spec.args),
-            env=dict(spec.env),
-            gpus=spec.gpus,
-            gpu_milli=0 if spec.gpus else (spec.gpu_milli or 0),
-            gpu_memory_mib=spec.gpu_memory_mib,
-            gpu_models=list(spec.gpu_models),
-            cpu_milli=spec.cpu_milli,
-            memory_mib=spec.memory_mib,
-            replicas=spec.replicas,
-            priority=spec.priority,
-            max_runtime_seconds=spec.max_runtime_seconds,
-            max_retries=spec.max_retries,
-            slowdown_tolerance=float(spec.slowdown_tolerance),
-            sim_duration_seconds=spec.sim_duration_seconds,
-            preemptible=spec.preemptible,
-            min_runtime_seconds=spec.min_runtime_seconds,
-            allow_sharing=spec.allow_sharing,
-            preemption_grace_seconds=spec.preemption_grace_seconds,
             status=JobStatus.DRAFT.value,
         )
         JobEvent.objects.create(
