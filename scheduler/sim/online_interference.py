@@ -275,6 +275,12 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from scheduler import provenance
+
+    gavel = args.data / "interference" / "gavel"
+    report["provenance"] = provenance.collect(
+        [args.trace, gavel / "gavel_isolated_throughputs.csv", gavel / "gavel_pairs_single_gpu.csv"]
+    )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     for name, run in report["runs"].items():

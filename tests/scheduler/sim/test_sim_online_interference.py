@@ -9,6 +9,7 @@ pair it mispredicts, as a cluster meets new combinations.
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 from sim_helpers import cluster, two_type_perf
@@ -21,7 +22,7 @@ from scheduler.interference.online_model import OnlineModel
 from scheduler.interference.predict import SetQuery, clear_prediction_cache, predict_sets
 from scheduler.policy.registry import Policy
 from scheduler.sim.engine import SimConfig, Simulator
-from scheduler.sim.online_interference import OnlineSimulator, with_model
+from scheduler.sim.online_interference import OnlineSimulator, main, with_model
 from scheduler.sim.perf import PerfModel
 from scheduler.sim.trace import TraceJob
 
@@ -143,3 +144,17 @@ def test_at_most_max_per_pair_measurements_of_one_job_type_pair_are_fed() -> Non
     assert sim.observed == 6
     assert online.measurements == 2
     assert [(r.norm_a, r.norm_b) for r in online.predictor.own] == [(0.7, 0.7)] * 2
+
+
+def test_the_comparison_command_refuses_bad_input_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    common = ["--cluster", "philly-256", "--data", str(tmp_path), "--json", str(tmp_path / "out.json")]
+
+    assert main(["--trace", str(tmp_path / "t.csv"), *common, "--held-out-fraction", "1.5"]) == 2
+    assert main(["--trace", str(tmp_path / "missing.csv"), *common]) == 2
+
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and all(line.startswith("error: ") for line in lines)
+    assert "trace file not found" in lines[1]
+    assert not (tmp_path / "out.json").exists()
