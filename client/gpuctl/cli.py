@@ -204,6 +204,8 @@ def submitted(client: Client, job: JobDetail, *, fmt: str, quiet: bool, wait: bo
     else:
         reason = f": {job.pending_reason}" if job.pending_reason else ""
         click.echo(f"job {job.id} submitted ({job.status}{reason})")
+        if job.kind == "workspace":
+            click.echo(f"open it at {client.url}/workspaces/{job.id}/ once it runs (in the portal: Open)")
     if follow_logs:
         end = follow(client, job.id, None, prefix=job.replicas > 1)
         return finish(job.id, end.status, end.failure_category, quiet)
@@ -256,15 +258,28 @@ def profiles() -> int:
 
 
 @cli.command()
-@click.option("-f", "--file", "path", required=True, help="Job spec YAML (the portal's format); - for stdin.")
+@click.option("-f", "--file", "path", help="Job spec YAML (the portal's format); - for stdin.")
 @SETS
+@click.option(
+    "--kind",
+    type=click.Choice(["batch", "workspace"]),
+    help="workspace: a JupyterLab (or workspace_app) on 250 milli-GPU by default, opened at "
+    "/workspaces/<id>/; without -f, --set image=... is all it needs.",
+)
 @click.option("--wait", is_flag=True, help="Wait for the job to end; exit with its outcome.")
 @click.option("--follow", "follow_logs", is_flag=True, help="Stream its logs until it ends (implies --wait).")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the job id.")
 @OUTPUT
 @pass_state
 def submit(
-    state: State, path: str, sets: tuple[str, ...], wait: bool, follow_logs: bool, quiet: bool, output: str
+    state: State,
+    path: str | None,
+    sets: tuple[str, ...],
+    kind: str | None,
+    wait: bool,
+    follow_logs: bool,
+    quiet: bool,
+    output: str,
 ) -> int:
     """Submit a job from a YAML spec.
 
@@ -276,7 +291,11 @@ def submit(
       replicas: 2
       command: python train.py --epochs 3
     """
-    spec = read_spec(path, sets)
+    if path is None and kind != "workspace":
+        raise UsageError("Give a spec file with -f (only --kind workspace may go without one).")
+    spec = read_spec(path, sets) if path is not None else apply_sets({}, sets)
+    if kind is not None:
+        spec["kind"] = kind
     job = state.client.submit(spec)
     return submitted(state.client, job, fmt=output, quiet=quiet, wait=wait, follow_logs=follow_logs)
 

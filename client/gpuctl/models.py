@@ -111,6 +111,9 @@ class Job(ApiModel):
     min_runtime_seconds: int
     allow_sharing: bool
     preemption_grace_seconds: int | None
+    kind: str
+    workspace_app: str
+    workspace_port: int | None
     status: str
     pending_reason: str
     queue_position: int | None
@@ -319,4 +322,7 @@ SUBMIT_FIELDS: tuple[str, ...] = (
     "min_runtime_seconds",
     "allow_sharing",
     "preemption_grace_seconds",
+    "kind",
+    "workspace_app",
+    "workspace_port",
 )

@@ -100,3 +100,37 @@ def test_a_teams_workspace_gpu_share_limit_counts_every_open_workspace(
     # Batch jobs are not workspaces: the limit leaves them alone.
     batch = {"image": image.reference, "team": "vision", "command": "python train.py", "gpu_milli": 500}
     assert client.post(JOBS, batch, format="json").status_code == 201
+
+
+@pytest.mark.django_db(transaction=True)
+def test_gpuctl_submits_a_workspace_without_a_spec_file_and_says_where_to_open_it(
+    live_server, member, image
+) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from accounts.services import token_create
+
+    token = token_create(user=member, name="cli")[1]
+    client_src = Path(__file__).resolve().parents[2] / "client"
+    env = {**os.environ, "GPUCTL_URL": live_server.url, "GPUCTL_TOKEN": token, "PYTHONPATH": str(client_src)}
+    run = [
+        sys.executable,
+        "-m",
+        "gpuctl",
+        "submit",
+        "--kind",
+        "workspace",
+        "--set",
+        f"image={image.reference}",
+    ]
+
+    done = subprocess.run(run, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+    assert done.returncode == 0, done.stderr
+    job_id = int(done.stdout.split()[1])
+    assert f"{live_server.url}/workspaces/{job_id}/" in done.stdout
+    without = subprocess.run(run[:4], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert without.returncode == 2 and "-f" in without.stderr
