@@ -1,10 +1,11 @@
 """The fairness benchmark's bookkeeping: Jain's index, each team's served fraction, per-team JCT
 and the reclaim time.
 
-- **Normalised service** of a team: the fraction of the GPU-seconds it submitted during the arrival
-  window ``[0, last submit]`` that it was served by the window's end. A trace replayed to the end
-  serves everything, so only a window in which jobs still wait shows who was kept waiting; a team
-  served in proportion to what it asked gets the same fraction as the others.
+- **Normalised service** of a team: the GPU-seconds it was served during the arrival window
+  ``[0, last submit]`` over the most its jobs could have been served in it (each job from its
+  submit: ``num_gpus * min(duration, window end - submit)``; ``possible_service``). A trace
+  replayed to the end serves everything, so only the window shows who was kept waiting; a team
+  whose jobs all ran at once gets 1, whatever their size and length.
 - **Jain's index** over those fractions: ``(sum x)^2 / (n * sum x^2)``, 1 when equal, ``1/n`` when
   one team gets everything.
 - **Reclaim time**: a team is *owed* while it holds less than its guarantee and one of its waiting
@@ -41,11 +42,21 @@ class Run:
     end: float
 
 
+def possible_service(jobs: Iterable[tuple[str, float, float, float]], window_end: float) -> dict[str, float]:
+    """Per team, the GPU-seconds its jobs ((team, GPUs, submit, duration)) could get by ``window_end``
+    had each run from its submit."""
+    out: dict[str, float] = {}
+    for team, gpus, submit, duration in jobs:
+        if submit <= window_end:
+            out[team] = out.get(team, 0.0) + gpus * min(duration, window_end - submit)
+    return out
+
+
 def served_fraction(
     runs: Iterable[Run], demand_gpu_s: Mapping[str, float], window_end: float
 ) -> dict[str, float]:
-    """Per team of ``demand_gpu_s``: GPU-seconds its ``runs`` got before ``window_end`` over its
-    demand (the GPU-seconds of the jobs it submitted in the window; capped at 1)."""
+    """Per team of ``demand_gpu_s``: GPU-seconds its ``runs`` got before ``window_end`` over
+    ``demand_gpu_s`` (what it could have got, ``possible_service``; capped at 1)."""
     got = dict.fromkeys(demand_gpu_s, 0.0)
     for run in runs:
         if run.team in got:

@@ -20,11 +20,12 @@ from scheduler.bench.eta_accuracy import EtaRecorder, eta_errors
 from scheduler.bench.fairness_metrics import (
     jain_index,
     percentile,
+    possible_service,
     reclaim_episodes,
     served_fraction,
     team_jct,
 )
-from scheduler.bench.team_guarantees import demand_gpu_s, guarantees_by_demand, team_of
+from scheduler.bench.team_guarantees import guarantees_by_demand, team_of
 from scheduler.bench.team_sim import TeamSimConfig, TeamSimResult, TeamSimulator
 from scheduler.sim.cluster import ClusterSpec
 from scheduler.sim.trace import TraceJob, load_trace
@@ -51,8 +52,8 @@ def summarise(
 ) -> dict[str, Any]:
     """Per-team JCT, Jain's index over served fractions, reclaim times of one replay."""
     window_end = max(j.submit for j in jobs)
-    in_window = [j for j in jobs if j.submit <= window_end]
-    served = served_fraction(result.runs, demand_gpu_s(in_window), window_end)
+    possible = possible_service(((team_of(j), j.num_gpus, j.submit, j.duration) for j in jobs), window_end)
+    served = served_fraction(result.runs, {t: v for t, v in possible.items() if v > 0}, window_end)
     episodes = reclaim_episodes(result.samples, {t: g * 1000 for t, g in guarantees.items()})
     closed = [e.seconds for e in episodes if e.closed]
     return {

@@ -38,8 +38,16 @@ import numpy as np
 
 from scheduler.bench.fairness_metrics import Run, TeamSample
 from scheduler.bench.team_guarantees import team_of
-from scheduler.framework import reserve, unreserve
-from scheduler.model import GPU_MILLI, ClusterSnapshot, Decision, JobRequest, Placement, TaskRequest
+from scheduler.model import (
+    GPU_MILLI,
+    ClusterSnapshot,
+    Decision,
+    JobRequest,
+    Placement,
+    TaskRequest,
+    reserve,
+    unreserve,
+)
 from scheduler.policy.cohort import TeamQuota, request_milli
 from scheduler.policy.fair_share import decayed_gpu_hours, fair_share_factors
 from scheduler.policy.packing import WHOLE_CPU_MILLI, WHOLE_MEMORY_MIB

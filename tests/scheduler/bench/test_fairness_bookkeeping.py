@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.bench.fairness_metrics import Run, TeamSample, jain_index, reclaim_episodes, served_fraction
+from scheduler.bench.fairness_metrics import (
+    Run,
+    TeamSample,
+    jain_index,
+    possible_service,
+    reclaim_episodes,
+    served_fraction,
+)
 from scheduler.bench.team_guarantees import UNASSIGNED, guarantees_by_demand
 from scheduler.sim.trace import TraceJob, load_trace
 
@@ -24,6 +31,12 @@ def test_served_fraction_counts_only_service_before_the_window_end_and_caps_at_o
     got = served_fraction(runs, {"a": 500.0, "b": 100.0, "c": 10.0}, window_end=200.0)
     # a: 2*100 + 1*50 = 250 of 500; b: 200 of 100 capped; c: nothing served.
     assert got == {"a": pytest.approx(0.5), "b": 1.0, "c": 0.0}
+
+
+def test_possible_service_counts_each_job_from_its_submit_to_the_window_end() -> None:
+    jobs = [("a", 2.0, 0.0, 50.0), ("a", 1.0, 150.0, 1000.0), ("b", 4.0, 300.0, 10.0)]
+    # a: 2*50 + 1*(200-150); b submitted after the window.
+    assert possible_service(jobs, window_end=200.0) == {"a": 150.0}
 
 
 def test_guarantees_follow_demand_and_the_rounding_remainder_goes_to_the_largest_fractions() -> None:

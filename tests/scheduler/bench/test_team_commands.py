@@ -19,7 +19,9 @@ def write_trace(tmp_path: Path, rows: str, header: str = PHILLY_HEADER) -> Path:
     return path
 
 
-def test_a_trace_without_teams_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_trace_without_teams_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     trace = write_trace(tmp_path, "j1,10,30,1\n", header="job_id,submission_time,duration,num_gpu\n")
     code = main(["fairness", "--trace", str(trace), "--cluster", "small", "--json", str(tmp_path / "o.json")])
     err = capsys.readouterr().err.strip().splitlines()
@@ -30,7 +32,19 @@ def test_a_trace_without_teams_is_refused_in_one_line(tmp_path: Path, capsys: py
 
 def test_a_bad_limit_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = write_trace(tmp_path, "2017-10-01 00:00:00,50.0,1,50.0,vcA\n")
-    code = main(["eta-accuracy", "--trace", str(trace), "--cluster", "small", "--limit", "0", "--json", str(tmp_path / "o.json")])
+    code = main(
+        [
+            "eta-accuracy",
+            "--trace",
+            str(trace),
+            "--cluster",
+            "small",
+            "--limit",
+            "0",
+            "--json",
+            str(tmp_path / "o.json"),
+        ]
+    )
     assert code == 2
     assert capsys.readouterr().err.strip() == "error: --start must be >= 0 and --limit > 0"
 
@@ -38,7 +52,20 @@ def test_a_bad_limit_is_refused_in_one_line(tmp_path: Path, capsys: pytest.Captu
 def test_fairness_writes_both_runs_and_the_goals(tmp_path: Path) -> None:
     rows = "".join(f"2017-10-01 00:{m:02d}:00,600.0,1,600.0,{'vcA' if m % 2 else 'vcB'}\n" for m in range(8))
     out = tmp_path / "fairness.json"
-    assert main(["fairness", "--trace", str(write_trace(tmp_path, rows)), "--cluster", "small", "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "fairness",
+                "--trace",
+                str(write_trace(tmp_path, rows)),
+                "--cluster",
+                "small",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     report = json.loads(out.read_text())
     assert {t: v["guarantee_gpus"] for t, v in report["teams"].items()} == {"vcA": 1, "vcB": 1}
     assert set(report["runs"]) == {"quotas", "no_quotas"}
