@@ -21,49 +21,37 @@ How it maps the protocol (scheduler/backends/base.py) onto the API:
   at ``/checkpoints`` = ``CHECKPOINT_DIR``, and a resumed run (``spec.resume``) gets ``RESUME=1``.
 - ``logs()``: the main container's log through the API.
 
-Faults: 5xx, 429 and network errors are retried with exponential backoff (``sleep`` is injectable) and
-then raised as TransientBackendError; 401/403 become PermanentBackendError naming the missing permission.
+Modules: ``client`` (API calls with retries and their one-line errors), ``watch`` (the pod cache and its
+relist), ``pods`` / ``nodes`` / ``contract`` (object shapes and annotations); this one is the protocol.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import kubernetes.client
 import kubernetes.watch
-import urllib3.exceptions
-from kubernetes.client.exceptions import ApiException
 
 from scheduler.backends.base import (
     PermanentBackendError,
     PlacementConflictError,
-    TaskPhase,
     TaskSpec,
     TaskStatus,
     TransientBackendError,
 )
 from scheduler.backends.kubernetes import contract as c
 from scheduler.backends.kubernetes import pods as p
+from scheduler.backends.kubernetes.client import ApiCaller, Tolerated
 from scheduler.backends.kubernetes.nodes import gpu_uuids, node_from_kubernetes
-from scheduler.framework import reserve
-from scheduler.model import GPU_MILLI, ClusterSnapshot, JobRequest, Node, Placement
+from scheduler.backends.kubernetes.watch import PodWatch
+from scheduler.model import GPU_MILLI, ClusterSnapshot, JobRequest, Node, Placement, reserve
 
 log = logging.getLogger(__name__)
-
-RETRYABLE_NETWORK = (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError)
-
-
-class _Tolerated:
-    """An API answer the caller expected (e.g. 409 on a repeat create); carries the status code."""
-
-    def __init__(self, status: int) -> None:
-        self.status = status
 
 
 class KubernetesBackend:
@@ -96,13 +84,21 @@ class KubernetesBackend:
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
     ) -> None:
-        if max_attempts < 1:
-            raise ValueError("max_attempts must be >= 1")
         try:
             volume = p.parse_checkpoint_volume(checkpoint_volume)
         except ValueError as exc:
             raise PermanentBackendError(f"KUBERNETES_CHECKPOINT_VOLUME: {exc}") from None
-        self.api = kubernetes.client.CoreV1Api(api_client)
+        self.client = ApiCaller(
+            api_client,
+            namespace=namespace,
+            max_attempts=max_attempts,
+            backoff_s=backoff_s,
+            max_backoff_s=max_backoff_s,
+            request_timeout_s=request_timeout_s,
+            sleep=sleep,
+            rng=rng,
+        )
+        self.api = self.client.api
         self.namespace = namespace
         self.scheduler_name = scheduler_name
         self.options = p.PodOptions(
@@ -114,107 +110,39 @@ class KubernetesBackend:
             checkpoint_volume=volume,
         )
         self.cluster_scope = cluster_scope
-        self.max_attempts = max_attempts
-        self.backoff_s = backoff_s
-        self.max_backoff_s = max_backoff_s
-        self.request_timeout_s = request_timeout_s
-        self.watch_timeout_s = watch_timeout_s
-        self.resync_s = resync_s
         self.delete_grace_period_s = delete_grace_period_s
         self.log_tail_lines = log_tail_lines
         self.topology_builder = (
             topology_builder if topology_builder is not None else default_topology_builder()
         )
-        self.sleep = sleep
         self.clock = clock
-        self.rng = rng or random.Random()
-        # Watch state: our pods by name, the resourceVersion to resume from, and tasks whose pod
-        # disappeared without our asking (they must not silently vanish from the job's view).
-        self._pods: dict[str, dict[str, Any]] = {}
-        self._resource_version: str | None = None
-        self._listed_at = float("-inf")
-        self._lost: dict[str, TaskStatus] = {}
-        self._deleting: set[str] = set()
+        self.watch = PodWatch(self.client, watch_timeout_s=watch_timeout_s, resync_s=resync_s, clock=clock)
         self._uuids: dict[str, dict[int, str]] = {}
-        self.relists = 0
-
-    # ------------------------------------------------------------------ API calls with retries
-
-    def _call(
-        self, what: str, fn: Callable[..., Any], *args: Any, tolerate: Iterable[int] = (), **kwargs: Any
-    ) -> Any:
-        """Call the API; retry transient faults with capped exponential backoff and jitter.
-
-        Returns the result, or ``_Tolerated(status)`` when the API answered a status in ``tolerate``.
-        """
-        tolerated = frozenset(tolerate)
-        kwargs.setdefault("_request_timeout", self.request_timeout_s)
-        last = ""
-        for attempt in range(self.max_attempts):
-            retry_after: float | None = None
-            try:
-                return fn(*args, **kwargs)
-            except ApiException as exc:
-                status = int(exc.status or 0)
-                if status in tolerated:
-                    return _Tolerated(status)
-                if status in (401, 403):
-                    raise PermanentBackendError(self._forbidden_message(what, status)) from None
-                if status != 429 and status < 500:
-                    raise PermanentBackendError(
-                        f"Kubernetes API rejected {what}: {status} {exc.reason}: {_api_message(exc)}"
-                    ) from None
-                last = f"{status} {exc.reason}"
-                retry_after = _retry_after(exc)
-            except RETRYABLE_NETWORK as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            if attempt + 1 < self.max_attempts:
-                delay = min(self.max_backoff_s, self.backoff_s * (2**attempt)) * self.rng.uniform(0.5, 1.0)
-                if retry_after is not None:
-                    delay = min(self.max_backoff_s, max(delay, retry_after))
-                log.info("kubernetes %s failed (%s); retry %d in %.2fs", what, last, attempt + 1, delay)
-                self.sleep(delay)
-        raise TransientBackendError(
-            f"Kubernetes API {what} still failing after {self.max_attempts} attempts: {last}"
-        )
-
-    def _forbidden_message(self, what: str, status: int) -> str:
-        if status == 401:
-            return (
-                f"Kubernetes API refused {what}: 401 Unauthorized. The credentials in the kubeconfig or "
-                "the service account token are invalid or expired."
-            )
-        return (
-            f"Kubernetes API refused {what}: 403 Forbidden. The scheduler's service account lacks this "
-            f"permission in namespace {self.namespace!r}; apply deploy/rbac.yaml (ClusterRole "
-            "gpu-platform-scheduler) or check KUBERNETES_NAMESPACE."
-        )
-
-    def _sanitize(self, obj: Any) -> Any:
-        return self.api.api_client.sanitize_for_serialization(obj)
 
     # ------------------------------------------------------------------ snapshot
 
     def _list_nodes(self) -> list[dict[str, Any]]:
-        result = self._call("list nodes", self.api.list_node)
-        return [self._sanitize(item) for item in result.items]
+        result = self.client.call("list nodes", self.api.list_node)
+        return [self.client.sanitize(item) for item in result.items]
 
     def _list_live_pods(self) -> list[dict[str, Any]]:
         # Finished pods hold no resources; the field selector saves bandwidth where the server honours
         # it, and the filter below keeps us right where it does not.
         selector = "status.phase!=Succeeded,status.phase!=Failed"
         if self.cluster_scope:
-            result = self._call(
+            result = self.client.call(
                 "list pods in all namespaces", self.api.list_pod_for_all_namespaces, field_selector=selector
             )
         else:
-            result = self._call(
+            result = self.client.call(
                 f"list pods in {self.namespace}",
                 self.api.list_namespaced_pod,
                 self.namespace,
                 field_selector=selector,
             )
-        return [pod for pod in (self._sanitize(item) for item in result.items) if not p.is_finished(pod)]
+        return [
+            pod for pod in (self.client.sanitize(item) for item in result.items) if not p.is_finished(pod)
+        ]
 
     def snapshot(self) -> ClusterSnapshot:
         """Nodes with usage and the running placements, rebuilt from Nodes and pod annotations."""
@@ -223,7 +151,7 @@ class KubernetesBackend:
         self._uuids = {node.name: gpu_uuids(node) for node in nodes}
         running: list[Placement] = []
         device_plugin_pods: list[tuple[Node, dict[str, Any]]] = []
-        for pod in sorted(self._list_live_pods(), key=_creation_key):
+        for pod in sorted(self._list_live_pods(), key=p.creation_key):
             placement = p.placement_from_pod(pod)
             node_name = placement.node if placement else ((pod.get("spec") or {}).get("nodeName") or "")
             node = by_name.get(node_name)
@@ -238,7 +166,7 @@ class KubernetesBackend:
             if any(i >= len(node.gpus) for i in placement.gpu_indices):
                 log.warning(
                     "pod %s names GPUs %s that node %s does not have",
-                    _name(pod),
+                    p.name_of(pod),
                     placement.gpu_indices,
                     node.name,
                 )
@@ -253,15 +181,15 @@ class KubernetesBackend:
 
     def _node_uuids(self, node: str) -> dict[int, str]:
         if node not in self._uuids:
-            result = self._call(f"read node {node}", self.api.read_node, node, tolerate=(404,))
-            if isinstance(result, _Tolerated):
+            result = self.client.call(f"read node {node}", self.api.read_node, node, tolerate=(404,))
+            if isinstance(result, Tolerated):
                 raise PlacementConflictError(f"node {node!r} no longer exists; the placement is stale")
-            self._uuids[node] = gpu_uuids(node_from_kubernetes(self._sanitize(result)))
+            self._uuids[node] = gpu_uuids(node_from_kubernetes(self.client.sanitize(result)))
         return self._uuids[node]
 
     def _ensure_service(self, job_id: str) -> None:
         body = p.service_body(job_id, self.options)
-        self._call(
+        self.client.call(
             f"create service {body['metadata']['name']}",
             self.api.create_namespaced_service,
             self.namespace,
@@ -285,12 +213,12 @@ class KubernetesBackend:
         wanted = {pl.node for pl in placements}
         nodes: dict[str, Node] = {}
         for name in wanted:
-            result = self._call(f"read node {name}", self.api.read_node, name, tolerate=(404,))
-            if isinstance(result, _Tolerated):
+            result = self.client.call(f"read node {name}", self.api.read_node, name, tolerate=(404,))
+            if isinstance(result, Tolerated):
                 raise PlacementConflictError(f"node {name!r} no longer exists; the placement is stale")
-            nodes[name] = node_from_kubernetes(self._sanitize(result))
+            nodes[name] = node_from_kubernetes(self.client.sanitize(result))
         for pod in self._list_live_pods():
-            if _job_id(pod) == job_id and _ours(pod):
+            if p.job_id_of(pod) == job_id and p.is_ours(pod):
                 continue
             held = p.placement_from_pod(pod)
             if held is None:
@@ -324,13 +252,13 @@ class KubernetesBackend:
         the result of an earlier attempt and is returned as is."""
         body = p.pod_body(spec, placement, self.options, self._node_uuids(placement.node))
         name = body["metadata"]["name"]
-        result = self._call(
+        result = self.client.call(
             f"create pod {name}", self.api.create_namespaced_pod, self.namespace, body, tolerate=(409,)
         )
-        if not isinstance(result, _Tolerated):
-            return self._sanitize(result)
-        existing = self._sanitize(
-            self._call(f"read pod {name}", self.api.read_namespaced_pod, name, self.namespace)
+        if not isinstance(result, Tolerated):
+            return self.client.sanitize(result)
+        existing = self.client.sanitize(
+            self.client.call(f"read pod {name}", self.api.read_namespaced_pod, name, self.namespace)
         )
         if (existing.get("metadata") or {}).get("deletionTimestamp"):
             raise TransientBackendError(f"pod {name} from an earlier attempt is still terminating")
@@ -346,11 +274,11 @@ class KubernetesBackend:
         return existing
 
     def _bind_pod(self, pod: dict[str, Any], node: str) -> None:
-        name = _name(pod)
+        name = p.name_of(pod)
         if (pod.get("spec") or {}).get("nodeName"):
             return
         # _preload_content=False: the API answers a Status, which the client cannot read as a Binding.
-        self._call(
+        self.client.call(
             f"bind pod {name} to {node}",
             self.api.create_namespaced_pod_binding,
             name,
@@ -393,120 +321,44 @@ class KubernetesBackend:
 
     def _bind_all(self, job_id: str, members: list[dict[str, Any]]) -> None:
         try:
-            for pod in sorted(members, key=_name):
+            for pod in sorted(members, key=p.name_of):
                 placement = p.placement_from_pod(pod)
                 if placement is None:
-                    raise PermanentBackendError(f"pod {_name(pod)} carries no placement annotation")
+                    raise PermanentBackendError(f"pod {p.name_of(pod)} carries no placement annotation")
                 self._bind_pod(pod, placement.node)
         except PermanentBackendError:
             self.delete_job(job_id)
             raise
 
     def _job_pods(self, job_id: str) -> list[dict[str, Any]]:
-        result = self._call(
+        result = self.client.call(
             f"list pods of job {job_id}",
             self.api.list_namespaced_pod,
             self.namespace,
             label_selector=p.job_selector(job_id),
         )
-        pods = [self._sanitize(item) for item in result.items]
-        return [pod for pod in pods if _job_id(pod) == job_id and _ours(pod)]
+        pods = [self.client.sanitize(item) for item in result.items]
+        return [pod for pod in pods if p.job_id_of(pod) == job_id and p.is_ours(pod)]
 
     # ------------------------------------------------------------------ status (watch)
 
     def relist(self) -> None:
-        """Replace the pod cache with a fresh list; remember its resourceVersion for the next watch."""
-        result = self._call(
-            f"list pods in {self.namespace}",
-            self.api.list_namespaced_pod,
-            self.namespace,
-            label_selector=p.job_selector(),
-        )
-        fresh = {_name(pod): pod for pod in (self._sanitize(item) for item in result.items) if _ours(pod)}
-        for name, pod in self._pods.items():
-            if name not in fresh:
-                self._forget(pod)
-        self._pods = fresh
-        self._resource_version = result.metadata.resource_version if result.metadata else None
-        self._listed_at = self.clock()
-        self.relists += 1
-
-    def _forget(self, pod: dict[str, Any]) -> None:
-        """A pod is gone. If we did not delete it and it had not finished, its task failed: someone or
-        something (node drain, eviction, garbage collection) removed it under the job's feet."""
-        name = _name(pod)
-        if name in self._deleting:
-            self._deleting.discard(name)
-            return
-        status = p.task_status(pod)
-        if p.is_preempted(pod):
-            status = p.preempted_status(pod, status)
-        elif not status.phase.finished:
-            status.phase = TaskPhase.FAILED
-            status.failure_category = "PLATFORM"
-            status.message = "the pod was deleted outside the platform"
-        self._lost[name] = status
-
-    def _apply(self, event: dict[str, Any]) -> None:
-        pod = event.get("raw_object") or {}
-        version = (pod.get("metadata") or {}).get("resourceVersion")
-        if event.get("type") == "BOOKMARK":
-            if version:
-                self._resource_version = version
-            return
-        if not _ours(pod):
-            return
-        if version:
-            self._resource_version = version
-        name = _name(pod)
-        if event.get("type") == "DELETED":
-            self._pods.pop(name, None)
-            self._forget(pod)
-        else:
-            self._pods[name] = pod
-            self._lost.pop(name, None)
+        """Replace the pod cache with a fresh list (see watch.PodWatch)."""
+        self.watch.relist()
 
     def refresh(self, timeout_s: float | None = None) -> None:
-        """Bring the pod cache up to date: watch from the last resourceVersion for up to ``timeout_s``
-        seconds; relist first when there is none yet or the last list is older than ``resync_s`` (a
-        periodic resync, as informers do, catches anything a watch missed), and when the watch answers
-        410 Gone."""
-        if self._resource_version is None or self.clock() - self._listed_at >= self.resync_s:
-            # A fresh list is the whole truth: no need to wait on a watch right after it.
-            self.relist()
-            return
-        timeout = self.watch_timeout_s if timeout_s is None else timeout_s
-        stream = kubernetes.watch.Watch()
-        try:
-            for event in stream.stream(
-                self.api.list_namespaced_pod,
-                self.namespace,
-                label_selector=p.job_selector(),
-                resource_version=self._resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=max(1, int(timeout)),
-                # The read timeout ends a quiet stream: a server that ignores timeout_seconds still
-                # returns control to us.
-                _request_timeout=(self.request_timeout_s, timeout),
-            ):
-                self._apply(event)
-        except ApiException as exc:
-            if exc.status == 410:
-                log.info("watch of pods expired (410 Gone); relisting")
-            else:
-                log.warning("watch of pods failed (%s %s); relisting", exc.status, exc.reason)
-            self.relist()
-        except RETRYABLE_NETWORK:
-            pass  # the end of a quiet watch window (read timeout) or a dropped connection
-        finally:
-            stream.stop()
+        """Bring the pod cache up to date (see watch.PodWatch.refresh)."""
+        self.watch.refresh(timeout_s)
+
+    @property
+    def relists(self) -> int:
+        return self.watch.relists
 
     def task_statuses(self, job_id: str | None = None) -> list[TaskStatus]:
         """Every task of ours (or of ``job_id``): live pods from the watched cache, plus pods that
         vanished without our asking (FAILED, PLATFORM)."""
         self.refresh()
-        statuses = [p.task_status(pod) for pod in self._pods.values()]
-        statuses += [status for name, status in self._lost.items() if name not in self._pods]
+        statuses = self.watch.statuses()
         if job_id is not None:
             statuses = [s for s in statuses if s.job_id == job_id]
         return sorted(statuses, key=lambda s: (s.job_id, s.task_id))
@@ -515,11 +367,11 @@ class KubernetesBackend:
 
     def delete_job(self, job_id: str) -> None:
         """Delete the job's pods and its Service; idempotent (404 = already gone)."""
-        names = {_name(pod) for pod in self._job_pods(job_id)}
-        names |= {name for name, pod in self._pods.items() if _job_id(pod) == job_id}
+        names = {p.name_of(pod) for pod in self._job_pods(job_id)}
+        names |= {name for name, pod in self.watch.pods.items() if p.job_id_of(pod) == job_id}
         for name in sorted(names):
-            self._deleting.add(name)
-            self._call(
+            self.watch.drop(name)
+            self.client.call(
                 f"delete pod {name}",
                 self.api.delete_namespaced_pod,
                 name,
@@ -527,16 +379,14 @@ class KubernetesBackend:
                 grace_period_seconds=self.delete_grace_period_s,
                 tolerate=(404,),
             )
-            self._pods.pop(name, None)
-            self._lost.pop(name, None)
-        self._call(
+        self.client.call(
             f"delete service {c.service_name(job_id)}",
             self.api.delete_namespaced_service,
             c.service_name(job_id),
             self.namespace,
             tolerate=(404,),
         )
-        self._lost = {name: s for name, s in self._lost.items() if s.job_id != job_id}
+        self.watch.lost = {name: s for name, s in self.watch.lost.items() if s.job_id != job_id}
 
     def preempt_job(self, job_id: str, grace_seconds: float) -> None:
         """Delete the job's live pods with ``gracePeriodSeconds`` (SIGTERM, grace, SIGKILL by the
@@ -547,8 +397,8 @@ class KubernetesBackend:
             meta = pod.get("metadata") or {}
             if p.is_finished(pod) or meta.get("deletionTimestamp"):
                 continue
-            name = _name(pod)
-            patched = self._call(
+            name = p.name_of(pod)
+            patched = self.client.call(
                 f"mark pod {name} preempted",
                 self.api.patch_namespaced_pod,
                 name,
@@ -556,11 +406,11 @@ class KubernetesBackend:
                 {"metadata": {"annotations": {c.ANN_PREEMPTED: str(grace)}}},
                 tolerate=(404,),
             )
-            if isinstance(patched, _Tolerated):
+            if isinstance(patched, Tolerated):
                 continue  # gone meanwhile: nothing left to stop
             # Cached with its mark, so the pod's disappearance reads as preempted, not lost.
-            self._pods[name] = self._sanitize(patched)
-            self._call(
+            self.watch.pods[name] = self.client.sanitize(patched)
+            self.client.call(
                 f"delete pod {name}",
                 self.api.delete_namespaced_pod,
                 name,
@@ -573,7 +423,7 @@ class KubernetesBackend:
         """The task's output so far (the last ``log_tail_lines`` lines); "" before it starts or after
         its pod is gone."""
         name = c.pod_name(job_id, task_id)
-        result = self._call(
+        result = self.client.call(
             f"read log of pod {name}",
             self.api.read_namespaced_pod_log,
             name,
@@ -584,7 +434,7 @@ class KubernetesBackend:
             # Raw bytes: servers label logs text/plain or octet-stream, and the client only decodes some.
             _preload_content=False,
         )
-        if isinstance(result, _Tolerated):
+        if isinstance(result, Tolerated):
             return ""
         return bytes(result.data).decode("utf-8", errors="replace")
 
@@ -592,22 +442,22 @@ class KubernetesBackend:
 
     def _pending_outside_pods(self) -> list[dict[str, Any]]:
         if self.cluster_scope:
-            result = self._call(
+            result = self.client.call(
                 "list pending pods in all namespaces",
                 self.api.list_pod_for_all_namespaces,
                 field_selector=f"spec.schedulerName={self.scheduler_name},status.phase=Pending,spec.nodeName=",
             )
         else:
-            result = self._call(
+            result = self.client.call(
                 f"list pending pods in {self.namespace}",
                 self.api.list_namespaced_pod,
                 self.namespace,
                 field_selector=f"spec.schedulerName={self.scheduler_name},status.phase=Pending,spec.nodeName=",
             )
         pods = []
-        for pod in (self._sanitize(item) for item in result.items):
+        for pod in (self.client.sanitize(item) for item in result.items):
             spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
-            if spec.get("schedulerName") != self.scheduler_name or spec.get("nodeName") or _ours(pod):
+            if spec.get("schedulerName") != self.scheduler_name or spec.get("nodeName") or p.is_ours(pod):
                 continue
             if (
                 meta.get("deletionTimestamp")
@@ -636,7 +486,7 @@ class KubernetesBackend:
         invalid: dict[str, str] = {}
         for job_id, members in sorted(groups.items()):
             tasks = []
-            for pod in sorted(members, key=_name):
+            for pod in sorted(members, key=p.name_of):
                 task = p.outside_task(pod)
                 if isinstance(task, str):
                     invalid[job_id] = task
@@ -649,7 +499,7 @@ class KubernetesBackend:
                         job_id=job_id,
                         tasks=tasks,
                         priority=int((first.get("spec") or {}).get("priority") or 0),
-                        submitted_at=min(_creation_key(pod)[0] for pod in members),
+                        submitted_at=min(p.creation_key(pod)[0] for pod in members),
                         user=(first["metadata"].get("namespace") or ""),
                         hints={"source": "kubernetes"},
                     )
@@ -669,7 +519,7 @@ class KubernetesBackend:
                 namespace, _, name = placement.task_id.partition("/")
                 annotations = c.assignment_annotations(placement, self._node_uuids(placement.node))
                 annotations.update({c.ANN_JOB_ID: job_id, c.ANN_TASK_ID: placement.task_id})
-                result = self._call(
+                result = self.client.call(
                     f"annotate pod {placement.task_id}",
                     self.api.patch_namespaced_pod,
                     name,
@@ -677,7 +527,7 @@ class KubernetesBackend:
                     {"metadata": {"annotations": annotations}},
                     tolerate=(404,),
                 )
-                if isinstance(result, _Tolerated):
+                if isinstance(result, Tolerated):
                     raise PermanentBackendError(
                         f"pod {placement.task_id} of {job_id} is gone; not binding the job"
                     )
@@ -710,37 +560,3 @@ def _hold_device_plugin_gpus(node: Node, pod: dict[str, Any]) -> None:
         gpu.used_milli = GPU_MILLI
         gpu.used_memory_mib = gpu.memory_mib
         gpu.tenants.append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
-
-
-def _name(pod: dict[str, Any]) -> str:
-    return str((pod.get("metadata") or {}).get("name", ""))
-
-
-def _job_id(pod: dict[str, Any]) -> str:
-    return str(((pod.get("metadata") or {}).get("annotations") or {}).get(c.ANN_JOB_ID, ""))
-
-
-def _ours(pod: dict[str, Any]) -> bool:
-    labels = (pod.get("metadata") or {}).get("labels") or {}
-    return labels.get(c.LABEL_MANAGED_BY) == c.MANAGED_BY_VALUE
-
-
-def _creation_key(pod: dict[str, Any]) -> tuple[float, str]:
-    stamp = p._timestamp((pod.get("metadata") or {}).get("creationTimestamp"))
-    return (stamp or 0.0, _name(pod))
-
-
-def _retry_after(exc: ApiException) -> float | None:
-    headers = exc.headers or {}
-    value = headers.get("Retry-After") if hasattr(headers, "get") else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _api_message(exc: ApiException) -> str:
-    try:
-        return str(json.loads(exc.body or "{}").get("message") or exc.body or "")[:300]
-    except (ValueError, AttributeError):
-        return str(exc.body or "")[:300]

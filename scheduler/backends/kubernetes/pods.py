@@ -78,6 +78,27 @@ def job_labels(job_id: str) -> dict[str, str]:
     return {c.LABEL_MANAGED_BY: c.MANAGED_BY_VALUE, c.LABEL_JOB: c.label_value(job_id)}
 
 
+def name_of(pod: dict[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("name", ""))
+
+
+def job_id_of(pod: dict[str, Any]) -> str:
+    """The platform job a pod of ours belongs to ("" for any other pod)."""
+    return str(((pod.get("metadata") or {}).get("annotations") or {}).get(c.ANN_JOB_ID, ""))
+
+
+def is_ours(pod: dict[str, Any]) -> bool:
+    """Whether the platform created the pod (our managed-by label), as opposed to an outside pod."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return labels.get(c.LABEL_MANAGED_BY) == c.MANAGED_BY_VALUE
+
+
+def creation_key(pod: dict[str, Any]) -> tuple[float, str]:
+    """Oldest first, by name on ties: the order in which pods took their resources."""
+    stamp = _timestamp((pod.get("metadata") or {}).get("creationTimestamp"))
+    return (stamp or 0.0, name_of(pod))
+
+
 def job_selector(job_id: str | None = None) -> str:
     selector = f"{c.LABEL_MANAGED_BY}={c.MANAGED_BY_VALUE}"
     if job_id is not None:
