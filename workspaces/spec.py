@@ -15,6 +15,7 @@ from typing import Any
 # A quarter of a GPU, and the GPU memory that goes with it on a 16 GiB card: notebooks are mostly idle.
 DEFAULT_GPU_MILLI = 250
 DEFAULT_GPU_MEMORY_MIB = 4096
+SIM_WORKSPACE_SECONDS = 8 * 3600.0
 DEFAULT_PORTS = {"jupyterlab": 8888, "tensorboard": 6006, "http": 8080}
 
 # Set by the platform on every workspace's task (jobs.binding via workspaces.access.workspace_env).
@@ -56,6 +57,9 @@ def with_workspace_defaults(data: Any) -> Any:
         filled.setdefault("gpu_request", "share")
     # Stopping a notebook loses its kernels' state: only the owner may say it can be preempted.
     filled.setdefault("preemptible", False)
+    # The simulated cluster ends every task after its simulated duration: a working day, for a
+    # workspace (the other backends ignore the field; a workspace there runs until stopped or culled).
+    filled.setdefault("sim_duration_seconds", SIM_WORKSPACE_SECONDS)
     return filled
 
 

@@ -4,7 +4,7 @@ backend's stand-in page). A backend without the method has no workspaces."""
 
 from __future__ import annotations
 
-from jobs.cluster import get_backend
+from jobs import cluster
 from jobs.models import Job
 from jobs.states import JobStatus
 
@@ -13,6 +13,6 @@ def workspace_target(job: Job) -> str | None:
     """The base address (``http://host:port``) of ``job``'s server while it runs, else None."""
     if job.status != JobStatus.RUNNING.value:
         return None
-    backend = get_backend()
+    backend = cluster.get_backend()
     find = getattr(backend, "workspace_target", None)
     return find(str(job.pk)) if callable(find) else None
