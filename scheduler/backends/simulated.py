@@ -765,6 +765,13 @@ class SimulatedBackend:
                     count[(task["node"], i)] = count.get((task["node"], i), 0) + 1
         return sum(1 for c in count.values() if c > 1)
 
+    def workspace_target(self, job_id: str) -> str | None:
+        """A running workspace's server: the stand-in page (scheduler.backends.standin_server)."""
+        from scheduler.backends import standin_server
+
+        running = any(s.phase is TaskPhase.RUNNING for s in self.task_statuses(job_id))
+        return standin_server.ensure_started() if running else None
+
     def delete_job(self, job_id: str) -> None:
         with self._mutate() as state:
             gone = [t for t in state["tasks"].values() if t["job_id"] == job_id]
