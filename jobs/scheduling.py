@@ -62,9 +62,8 @@ from observability import metrics
 from quotas.models import UsageEntry
 from quotas.selectors import attained_gpu_seconds, cohort_quotas
 from quotas.services import QuotaDenied, las_gpus
-from scheduler import framework
 from scheduler.backends.base import ClusterBackend
-from scheduler.model import ClusterSnapshot, Decision, JobRequest, Placement, TaskRequest
+from scheduler.model import ClusterSnapshot, Decision, JobRequest, Placement, TaskRequest, reserve
 from scheduler.plugins.sim_interference import InterferenceMemo
 from scheduler.policy import PolicyView, RunningJob, plan_cycle
 from scheduler.policy.queue_sort import ServiceHistory
@@ -316,7 +315,7 @@ def _add_pending_binds(snapshot: ClusterSnapshot) -> None:
         if any(i >= len(node.gpus) for i in task.gpu_indices):
             continue
         placement = task_placement(task.job, task)
-        framework.reserve(node, placement)
+        reserve(node, placement)
         snapshot.running.append(placement)
 
 
@@ -422,7 +421,7 @@ def _reserve_migration_targets(snapshot: ClusterSnapshot) -> None:
             for p in target:
                 # Its own task id still names the run being stopped: the hold gets one of its own.
                 hold = replace(p, task_id=f"{p.task_id}@migration-target")
-                framework.reserve(nodes[p.node], hold)
+                reserve(nodes[p.node], hold)
                 snapshot.running.append(hold)
 
 
@@ -450,7 +449,7 @@ def _place_planned(cycle: CycleView, result: CycleResult) -> None:
             if _persist_placement(job, target, why="migrated to its planned target"):
                 nodes = {n.name: n for n in snapshot.nodes}
                 for p in target:
-                    framework.reserve(nodes[p.node], p)
+                    reserve(nodes[p.node], p)
                     snapshot.running.append(p)
                 result.admitted.append(job.pk)
                 placed.add(job_id)

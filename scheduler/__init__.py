@@ -4,7 +4,8 @@ Entry point: :func:`scheduler.framework.schedule` ``(snapshot, pending, profile)
 Nothing under this package (except ``backends.kubernetes`` and ``agent``) may import Django.
 """
 
-from scheduler.framework import Profile, Status, StatusCode, schedule
+from scheduler.engine.schedule import schedule
+from scheduler.framework import Profile, Status, StatusCode
 from scheduler.model import (
     ClusterSnapshot,
     Decision,

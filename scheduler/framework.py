@@ -1,6 +1,6 @@
-"""Scheduling framework: plugins, profiles and ``schedule()``.
+"""Scheduling framework: the plugin Protocols, their registry and profiles.
 
-The cycle, per pending job in the given order (the caller orders the queue):
+``schedule()`` (``scheduler.engine.schedule``) runs them. The cycle, per pending job in the given order (the caller orders the queue):
 
 1. for each task of the job, every node runs the profile's *filter* plugins; a node passes when all
    return ``Status.success()``;
@@ -20,8 +20,8 @@ The cycle, per pending job in the given order (the caller orders the queue):
 
 Plugins come in two shapes. A per-node plugin implements ``filter``/``score``/``choose_gpus`` on one
 ``Node``. A *batch* plugin also implements ``filter_rows``/``score_rows``/``choose_gpus_row`` on the
-NumPy view of the whole cluster (``CycleState.arrays``, see ``scheduler.frag.arrays``); its per-node
-methods call the same math on a one-row view. The engine (``scheduler.frag.engine``) uses the batch
+NumPy view of the whole cluster (``CycleState.arrays``, see ``scheduler.engine.arrays``); its per-node
+methods call the same math on a one-row view. The engine (``scheduler.engine.placement``) uses the batch
 hook when a plugin has one and the per-node hook otherwise, so both kinds mix in one profile. A batch
 plugin with ``cacheable = True`` promises its value for a row depends only on the task's shape, that
 row's state and ``cache_token(state)``; the engine then recomputes only rows that changed.
@@ -36,15 +36,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from scheduler.model import (
-    GPU_MILLI,
-    ClusterSnapshot,
-    Decision,
-    JobRequest,
-    Node,
-    Placement,
-    TaskRequest,
-)
+from scheduler.engine.arrays import ClusterArrays
+from scheduler.model import ClusterSnapshot, JobRequest, Node, TaskRequest
 
 
 class StatusCode(enum.Enum):
@@ -86,11 +79,10 @@ class CycleState:
     """Per-cycle scratch space shared by plugins (e.g. precomputed workload statistics)."""
 
     snapshot: ClusterSnapshot
+    # NumPy view of ``snapshot.nodes`` (what batch plugins read), kept in step by the engine.
+    arrays: ClusterArrays
     job: JobRequest | None = None
     data: dict[str, Any] = field(default_factory=dict)
-    # NumPy view of ``snapshot.nodes`` (a ``scheduler.frag.arrays.ClusterArrays``), kept in step by
-    # the engine; None outside a scheduling cycle.
-    arrays: Any = None
     # Randomness for plugins that need it (Random baseline), as ``rng``: seeded so that cycles are
     # reproducible, and made on first use (a generator costs more to make than most cycles' work).
     seeded_rng: np.random.Generator | None = None
@@ -178,6 +170,11 @@ class BatchGpuChooserPlugin(Protocol):
     def choose_gpus_row(self, state: CycleState, task: TaskRequest, row: int) -> tuple[int, ...] | None: ...
 
 
+# What a profile's slots hold: a plugin with the per-node hook, the batch hook or both.
+FilterLike = FilterPlugin | BatchFilterPlugin
+ScoreLike = ScorePlugin | BatchScorePlugin
+ChooserLike = GpuChooserPlugin | BatchGpuChooserPlugin
+
 PluginFactory = Callable[..., Any]
 REGISTRY: dict[str, PluginFactory] = {}
 
@@ -249,12 +246,12 @@ class Profile:
 @dataclass
 class BuiltProfile:
     profile: Profile
-    filters: list[Any]
-    scores: list[tuple[Any, float]]
-    chooser: Any
-    multi_chooser: Any = None
+    filters: list[FilterLike]
+    scores: list[tuple[ScoreLike, float]]
+    chooser: ChooserLike
+    multi_chooser: ChooserLike | None = None
 
-    def chooser_for(self, task: TaskRequest, job: JobRequest | None = None) -> Any:
+    def chooser_for(self, task: TaskRequest, job: JobRequest | None = None) -> ChooserLike:
         """The chooser for ``task`` of ``job``: ``multi_chooser`` for 2+ whole GPUs and for every
         GPU task of a multi-task job (its tasks form a gang placed as one set), else ``chooser``."""
         if self.multi_chooser is None:
@@ -274,100 +271,3 @@ def min_max_normalize(scores: list[float]) -> list[float]:
     if hi == lo:
         return [100.0] * len(scores)
     return [100.0 * (s - lo) / (hi - lo) for s in scores]
-
-
-def reserve(snapshot_node: Node, placement: Placement) -> None:
-    """Account a placement on a node (working copy)."""
-    snapshot_node.used_cpu_milli += placement.cpu_milli
-    snapshot_node.used_memory_mib += placement.memory_mib
-    for idx in placement.gpu_indices:
-        gpu = snapshot_node.gpus[idx]
-        gpu.used_milli += placement.gpu_milli
-        gpu.used_memory_mib += placement.gpu_memory_mib
-        gpu.tenants.append(placement.task_id)
-
-
-def unreserve(snapshot_node: Node, placement: Placement) -> None:
-    snapshot_node.used_cpu_milli -= placement.cpu_milli
-    snapshot_node.used_memory_mib -= placement.memory_mib
-    for idx in placement.gpu_indices:
-        gpu = snapshot_node.gpus[idx]
-        gpu.used_milli -= placement.gpu_milli
-        gpu.used_memory_mib -= placement.gpu_memory_mib
-        if placement.task_id in gpu.tenants:
-            gpu.tenants.remove(placement.task_id)
-
-
-def placement_for(task: TaskRequest, job: JobRequest, node: Node, gpus: tuple[int, ...]) -> Placement:
-    per_gpu_milli = GPU_MILLI if task.gpus else task.gpu_milli
-    per_gpu_mem = task.gpu_memory_mib
-    if task.gpus and not per_gpu_mem:
-        # A whole GPU owns all of its memory.
-        per_gpu_mem = node.gpus[gpus[0]].memory_mib if gpus else 0
-    return Placement(
-        job_id=job.job_id,
-        task_id=task.task_id,
-        node=node.name,
-        gpu_indices=gpus,
-        gpu_milli=per_gpu_milli if gpus else 0,
-        gpu_memory_mib=per_gpu_mem if gpus else 0,
-        cpu_milli=task.cpu_milli,
-        memory_mib=task.memory_mib,
-    )
-
-
-def schedule(
-    snapshot: ClusterSnapshot,
-    pending: Sequence[JobRequest],
-    profile: Profile | BuiltProfile | None = None,
-    *,
-    data: dict[str, Any] | None = None,
-    arrays: Any = None,
-    explain: bool = True,
-    annotate: bool = True,
-) -> Decision:
-    """Place ``pending`` jobs, in the given order, onto ``snapshot``; the snapshot is not modified.
-
-    ``data`` seeds ``CycleState.data`` (e.g. ``{"target_workload": [...tasks...]}`` for FGD).
-    ``arrays``: a ``ClusterArrays`` equal to ``ClusterArrays.from_snapshot(snapshot)``, for callers
-    that keep one up to date more cheaply than building it (a batch simulator); ``schedule()`` takes
-    it over (the call reserves on it). ``explain=False`` skips the per-node pass that builds a job's
-    user-facing reason when a task fits nowhere (``Decision.unschedulable`` then says only "no node
-    fits") and the placements' score lines; ``annotate=False`` skips the plugins' annotate hooks
-    (``Placement.predicted_slowdown`` stays None, no topology or interference reason lines). The
-    decisions are the same either way.
-    """
-    from scheduler.frag.arrays import ClusterArrays
-    from scheduler.frag.engine import PlacementEngine
-
-    built = profile if isinstance(profile, BuiltProfile) else (profile or Profile()).build()
-    working = snapshot.copy()
-    cycle_data = dict(data or {})
-    # The queue is part of the workload mix that fragmentation-aware plugins measure against.
-    cycle_data.setdefault("pending_tasks", [t for job in pending for t in job.tasks])
-    if arrays is None:
-        arrays = ClusterArrays.from_snapshot(working)
-    elif arrays.n != len(working.nodes):
-        raise ValueError(f"arrays has {arrays.n} rows for {len(working.nodes)} snapshot nodes")
-    state = CycleState(snapshot=working, data=cycle_data, arrays=arrays)
-    engine = PlacementEngine(built, state, working.nodes, explain=explain, annotate=annotate)
-    decision = Decision()
-    for job in pending:
-        state.job = job
-        placed: list[tuple[int, Placement]] = []
-        failure = ""
-        for task in job.tasks:
-            outcome = engine.place(task)
-            if outcome.placement is None:
-                failure = outcome.reason
-                break
-            engine.commit(outcome.row, outcome.placement)
-            placed.append((outcome.row, outcome.placement))
-        if failure:
-            for row, placement in reversed(placed):
-                engine.release(row, placement)
-            decision.unschedulable[job.job_id] = failure
-        else:
-            decision.placements.extend(p for _, p in placed)
-    state.job = None
-    return decision

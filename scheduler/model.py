@@ -268,3 +268,48 @@ class Decision:
 
     def placements_for(self, job_id: str) -> list[Placement]:
         return [p for p in self.placements if p.job_id == job_id]
+
+
+# -- node accounting: one definition for the engine, the policies, the simulator and the backends --
+
+
+def reserve(node: Node, placement: Placement) -> None:
+    """Account a placement on a node (a working copy: callers copy before they plan)."""
+    node.used_cpu_milli += placement.cpu_milli
+    node.used_memory_mib += placement.memory_mib
+    for idx in placement.gpu_indices:
+        gpu = node.gpus[idx]
+        gpu.used_milli += placement.gpu_milli
+        gpu.used_memory_mib += placement.gpu_memory_mib
+        gpu.tenants.append(placement.task_id)
+
+
+def unreserve(node: Node, placement: Placement) -> None:
+    """Undo ``reserve``."""
+    node.used_cpu_milli -= placement.cpu_milli
+    node.used_memory_mib -= placement.memory_mib
+    for idx in placement.gpu_indices:
+        gpu = node.gpus[idx]
+        gpu.used_milli -= placement.gpu_milli
+        gpu.used_memory_mib -= placement.gpu_memory_mib
+        if placement.task_id in gpu.tenants:
+            gpu.tenants.remove(placement.task_id)
+
+
+def placement_for(task: TaskRequest, job: JobRequest, node: Node, gpus: tuple[int, ...]) -> Placement:
+    """The placement of ``task`` of ``job`` on ``node``'s GPUs ``gpus`` (none for a CPU task)."""
+    per_gpu_milli = GPU_MILLI if task.gpus else task.gpu_milli
+    per_gpu_mem = task.gpu_memory_mib
+    if task.gpus and not per_gpu_mem:
+        # A whole GPU owns all of its memory.
+        per_gpu_mem = node.gpus[gpus[0]].memory_mib if gpus else 0
+    return Placement(
+        job_id=job.job_id,
+        task_id=task.task_id,
+        node=node.name,
+        gpu_indices=gpus,
+        gpu_milli=per_gpu_milli if gpus else 0,
+        gpu_memory_mib=per_gpu_mem if gpus else 0,
+        cpu_milli=task.cpu_milli,
+        memory_mib=task.memory_mib,
+    )

@@ -1,4 +1,4 @@
-"""The placement engine behind ``schedule()`` and the fragmentation benchmark.
+"""The placement engine behind ``schedule()`` (``scheduler.engine.schedule``) and the FGD benchmark.
 
 One task at a time: filter all nodes, score the feasible ones, pick the best, let the GPU chooser pick
 GPUs. Batch plugins run on the NumPy view (``CycleState.arrays``) for all rows at once; per-node plugins
@@ -22,10 +22,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
+from scheduler.engine.fit import fitting_gpu_mask
 from scheduler.framework import (
     BatchFilterPlugin,
     BatchGpuChooserPlugin,
@@ -33,12 +34,11 @@ from scheduler.framework import (
     BatchScorePlugin,
     BuiltProfile,
     CycleState,
+    FilterPlugin,
     NormalizePlugin,
-    reserve,
-    unreserve,
+    ScorePlugin,
 )
-from scheduler.model import GPU_MILLI, JobRequest, Node, Placement, TaskRequest
-from scheduler.plugins.resource_fit import fitting_gpu_mask
+from scheduler.model import GPU_MILLI, JobRequest, Node, Placement, TaskRequest, reserve, unreserve
 
 _ANON_JOB = JobRequest(job_id="", tasks=[])
 # (plugin class, protocol) -> isinstance answer, shared by all engines (see ``PlacementEngine._is``).
@@ -96,10 +96,7 @@ class PlacementEngine:
     _annotators: dict[int, list[Any]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        arrays = self.state.arrays
-        if arrays is None:
-            raise ValueError("PlacementEngine needs CycleState.arrays")
-        self._all_rows = np.arange(arrays.n)
+        self._all_rows = np.arange(self.state.arrays.n)
 
     # -- public -----------------------------------------------------------------------------------
 
@@ -283,12 +280,13 @@ class PlacementEngine:
                     mask &= values.astype(bool)
                 else:
                     rows = np.flatnonzero(mask)
-                    mask[rows] = plugin.filter_rows(self.state, task, rows)
+                    mask[rows] = cast(BatchFilterPlugin, plugin).filter_rows(self.state, task, rows)
             else:
                 if self.nodes is None:
                     raise ValueError(f"filter {plugin.name!r} needs Node objects")
+                one = cast(FilterPlugin, plugin)
                 for row in np.flatnonzero(mask).tolist():
-                    mask[row] = plugin.filter(self.state, task, self.nodes[row]).ok
+                    mask[row] = one.filter(self.state, task, self.nodes[row]).ok
         return mask
 
     def _totals(self, task: TaskRequest, key: Hashable, rows: np.ndarray, need: np.ndarray) -> np.ndarray:
@@ -306,15 +304,18 @@ class PlacementEngine:
                 if getattr(plugin, "cacheable", False):
                     raw = self._cached(slot, plugin, "score_rows", task, key, need)[rows]
                 else:
-                    raw = np.asarray(plugin.score_rows(self.state, task, rows), dtype=float)
+                    batch = cast(BatchScorePlugin, plugin)
+                    raw = np.asarray(batch.score_rows(self.state, task, rows), dtype=float)
             else:
                 if self.nodes is None:
                     raise ValueError(f"score plugin {plugin.name!r} needs Node objects")
-                raw = np.array([float(plugin.score(self.state, task, self.nodes[r])) for r in rows])
+                one = cast(ScorePlugin, plugin)
+                raw = np.array([float(one.score(self.state, task, self.nodes[r])) for r in rows])
             if self._is(plugin, BatchNormalizePlugin):
-                norm = plugin.normalize_rows(raw)
+                norm = cast(BatchNormalizePlugin, plugin).normalize_rows(raw)
             elif self._is(plugin, NormalizePlugin):
-                norm = np.asarray(plugin.normalize([float(x) for x in raw]), dtype=float)
+                scores = [float(x) for x in raw]
+                norm = np.asarray(cast(NormalizePlugin, plugin).normalize(scores), dtype=float)
             else:
                 norm = raw
             totals += weight * norm / weight_sum
@@ -330,7 +331,7 @@ class PlacementEngine:
                 why = "node is not schedulable"
             elif self.nodes is not None:
                 for plugin in self.built.filters:
-                    status = plugin.filter(self.state, task, self.nodes[row])
+                    status = cast(FilterPlugin, plugin).filter(self.state, task, self.nodes[row])
                     if not status.ok:
                         why = status.reason
                         break

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.frag.arrays import ClusterArrays
+from scheduler.engine.arrays import ClusterArrays
 from scheduler.framework import CycleState
 from scheduler.model import Node, TaskRequest
 

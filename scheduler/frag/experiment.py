@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.frag.arrays import ClusterArrays
-from scheduler.frag.engine import PlacementEngine
+from scheduler.engine.arrays import ClusterArrays
+from scheduler.engine.placement import PlacementEngine
 from scheduler.frag.fragmentation import TargetWorkload, node_fragment
 from scheduler.frag.metrics import bin_by_arrived
 from scheduler.framework import CycleState, Profile

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.frag.arrays import ClusterArrays
+from scheduler.engine.arrays import ClusterArrays
 from scheduler.model import GPU_MILLI, TaskRequest
 
 ShapeKey = tuple[int, int, int, tuple[str, ...], int]

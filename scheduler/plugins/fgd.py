@@ -15,8 +15,9 @@ from collections.abc import Callable, Hashable
 
 import numpy as np
 
-from scheduler.frag.arrays import ClusterArrays
-from scheduler.frag.batch import RowChooserMixin, RowScoreMixin
+from scheduler.engine.arrays import ClusterArrays
+from scheduler.engine.fit import first_k, fitting_gpu_mask
+from scheduler.engine.row_adapters import RowChooserMixin, RowScoreMixin
 from scheduler.frag.fragmentation import (
     TargetWorkload,
     fragment_after_whole,
@@ -26,7 +27,6 @@ from scheduler.frag.fragmentation import (
 )
 from scheduler.framework import CycleState, register
 from scheduler.model import GPU_MILLI, TaskRequest
-from scheduler.plugins.resource_fit import first_k, fitting_gpu_mask
 
 
 def observed_tasks(state: CycleState) -> list[TaskRequest]:

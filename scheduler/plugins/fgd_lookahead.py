@@ -52,14 +52,14 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from scheduler.frag.arrays import ClusterArrays
-from scheduler.frag.batch import RowChooserMixin, RowScoreMixin
+from scheduler.engine.arrays import ClusterArrays
+from scheduler.engine.fit import fitting_gpu_mask
+from scheduler.engine.row_adapters import RowChooserMixin, RowScoreMixin
 from scheduler.frag.fragmentation import TargetWorkload
 from scheduler.framework import CycleState, register
 from scheduler.model import GPU_MILLI, Node, TaskRequest
 from scheduler.plugins.balance import balance_terms
 from scheduler.plugins.fgd import fgd_scores, target_workload
-from scheduler.plugins.resource_fit import fitting_gpu_mask
 
 # Multi-GPU share of the GPU request at which the balance term is gone and the strand guard is at
 # full strength. Chosen on the in-sample workloads (see docs/benchmarks/frag.md).

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.frag.batch import RowChooserMixin
+from scheduler.engine.fit import fitting_gpu_mask
+from scheduler.engine.row_adapters import RowChooserMixin
 from scheduler.framework import CycleState, register
 from scheduler.model import TaskRequest
-from scheduler.plugins.resource_fit import fitting_gpu_mask
 
 
 @register("first_fit_gpus")

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.frag.arrays import ClusterArrays, task_tag
-from scheduler.frag.batch import RowScoreMixin
+from scheduler.engine.arrays import ClusterArrays, task_tag
+from scheduler.engine.row_adapters import RowScoreMixin
 from scheduler.framework import CycleState, register
 from scheduler.model import TaskRequest
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.frag.arrays import ClusterArrays
-from scheduler.frag.batch import RowScoreMixin
+from scheduler.engine.arrays import ClusterArrays
+from scheduler.engine.row_adapters import RowScoreMixin
 from scheduler.framework import CycleState, register
 from scheduler.model import GPU_MILLI, TaskRequest
 

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.engine.fit import fitting_gpu_mask, fitting_gpus
 from scheduler.framework import CycleState, Status, register
 from scheduler.interference.composition import analytic_pair_throughput, compose_slowdowns
 from scheduler.interference.datasets import Profile
@@ -54,7 +55,6 @@ from scheduler.interference.models import Y_FLOOR, InterferenceModel
 from scheduler.interference.predict import SetPrediction, SetQuery, predict_sets
 from scheduler.interference.store import cached_model
 from scheduler.model import GPU_MILLI, Node, Placement, TaskRequest
-from scheduler.plugins.resource_fit import fitting_gpu_mask, fitting_gpus
 
 _KEY = "interference_aware"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.frag.batch import RowScoreMixin
+from scheduler.engine.row_adapters import RowScoreMixin
 from scheduler.framework import CycleState, register
 from scheduler.model import TaskRequest
 

@@ -7,9 +7,9 @@ without a side channel (``tenant_type``)."""
 
 from __future__ import annotations
 
+from scheduler.engine.fit import fitting_gpus
 from scheduler.framework import CycleState, register
 from scheduler.model import Node, TaskRequest
-from scheduler.plugins.resource_fit import fitting_gpus
 
 
 def tenant_type(task_id: str) -> int:

@@ -9,12 +9,12 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.engine.fit import fitting_gpus
 from scheduler.framework import CycleState, Status, register
 from scheduler.interference.features import normalize_gpu_type
 from scheduler.interference.predict import SetQuery, predict_sets
 from scheduler.model import GPU_MILLI, Node, TaskRequest
 from scheduler.plugins.interference_aware import GpuVerdict, InterferenceAware
-from scheduler.plugins.resource_fit import fitting_gpus
 from scheduler.plugins.sim_gandiva_gpus import tenant_type
 
 _SetOutcome = tuple[bool, float, float, float, int, str, str]

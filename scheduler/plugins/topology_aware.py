@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.engine.fit import fitting_gpus
 from scheduler.framework import BatchGpuChooserPlugin, CycleState, create_plugin, min_max_normalize, register
 from scheduler.model import ClusterSnapshot, Node, Placement, TaskRequest
-from scheduler.plugins.resource_fit import fitting_gpus
 from scheduler.topology import (
     Choice,
     CommProfile,

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from scheduler.framework import reserve, unreserve
+from scheduler.model import reserve, unreserve
 from scheduler.policy.cohort import request_milli
 from scheduler.policy.plan import plan_cycle
 from scheduler.policy.view import PolicyView, RunningJob

@@ -40,8 +40,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.framework import Profile, reserve, schedule, unreserve
-from scheduler.model import ClusterSnapshot, Decision, Eviction, JobRequest, Migration, Placement
+from scheduler.engine.schedule import schedule
+from scheduler.framework import Profile
+from scheduler.model import (
+    ClusterSnapshot,
+    Decision,
+    Eviction,
+    JobRequest,
+    Migration,
+    Placement,
+    reserve,
+    unreserve,
+)
 from scheduler.plugins.sim_interference import InterferenceMemo
 from scheduler.policy.cohort import Gate, gate, request_milli
 from scheduler.policy.packing import share_request

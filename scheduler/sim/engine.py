@@ -52,7 +52,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from scheduler.frag.arrays import ClusterArrays
+from scheduler.engine.arrays import ClusterArrays
 from scheduler.frag.fragmentation import ShapeKey, TargetWorkload, task_shape
 from scheduler.framework import BuiltProfile
 from scheduler.model import GPU_MILLI, JobRequest, Node, Placement, TaskRequest

@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.frag.arrays import ClusterArrays
+from scheduler.engine.arrays import ClusterArrays
+from scheduler.engine.schedule import schedule
 from scheduler.frag.fragmentation import TargetWorkload
-from scheduler.framework import BuiltProfile, schedule
+from scheduler.framework import BuiltProfile
 from scheduler.model import GPU_MILLI, ClusterSnapshot, Node, Placement
 from scheduler.plugins.sim_interference import SlotHints
 from scheduler.sim.records import EPS, PENDING, SlotKind, _Job

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.framework import reserve, unreserve
-from scheduler.model import GPU_MILLI, Placement
+from scheduler.model import GPU_MILLI, Placement, reserve, unreserve
 from scheduler.sim.perf import bottleneck_link, comm_rate
 from scheduler.sim.queue import SimQueue
 from scheduler.sim.records import DONE, RUNNING, _Job

@@ -13,7 +13,8 @@ from kube_emulator import NODES, PODS, Emulator, add_node, running_emulator, ser
 from scheduler.backends.base import TaskSpec
 from scheduler.backends.kubernetes import KubernetesBackend
 from scheduler.backends.kubernetes import contract as c
-from scheduler.framework import Profile, schedule
+from scheduler.engine.schedule import schedule
+from scheduler.framework import Profile
 from scheduler.model import JobRequest, Placement, TaskRequest
 
 NS = "gpu-jobs"

@@ -12,7 +12,8 @@ from kube_emulator import PODS, Emulator, add_node, running_emulator, serve_bind
 
 from scheduler.backends.kubernetes import KubernetesBackend
 from scheduler.backends.kubernetes import contract as c
-from scheduler.framework import Profile, schedule
+from scheduler.engine.schedule import schedule
+from scheduler.framework import Profile
 from scheduler.model import TaskRequest
 
 SCHED = "gpu-platform-scheduler"

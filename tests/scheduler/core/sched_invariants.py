@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from scheduler.framework import reserve
 from scheduler.model import (
     GPU_MILLI,
     ClusterSnapshot,
@@ -14,6 +13,7 @@ from scheduler.model import (
     Node,
     Placement,
     TaskRequest,
+    reserve,
 )
 
 

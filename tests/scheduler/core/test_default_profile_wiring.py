@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from sched_invariants import check_invariants
 from test_scheduling_properties import clusters, queues
 
-from scheduler.framework import Profile, schedule
+from scheduler.engine.schedule import schedule
+from scheduler.framework import Profile
 from scheduler.model import ClusterSnapshot, Decision, Gpu, JobRequest, Node, Placement, TaskRequest
 from scheduler.profiles import get_profile
 from scheduler.topology import parse_topology, ring_bandwidth

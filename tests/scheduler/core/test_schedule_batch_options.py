@@ -14,8 +14,8 @@ import pytest
 from sched_invariants import make_node, make_snapshot
 from test_scheduling_scenarios import SCENARIOS, Scenario
 
-from scheduler.frag.arrays import ClusterArrays
-from scheduler.framework import schedule
+from scheduler.engine.arrays import ClusterArrays
+from scheduler.engine.schedule import schedule
 from scheduler.model import Gpu, JobRequest, Node, Placement, TaskRequest
 from scheduler.profiles import get_profile
 

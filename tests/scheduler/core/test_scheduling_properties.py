@@ -11,9 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sched_invariants import check_invariants
 
-from scheduler.frag.arrays import ClusterArrays
-from scheduler.frag.engine import PlacementEngine
-from scheduler.framework import CycleState, schedule
+from scheduler.engine.arrays import ClusterArrays
+from scheduler.engine.placement import PlacementEngine
+from scheduler.engine.schedule import schedule
+from scheduler.framework import CycleState
 from scheduler.model import ClusterSnapshot, Gpu, JobRequest, Node, TaskRequest
 from scheduler.plugins.resource_fit import ResourceFit
 from scheduler.profiles import PROFILES, get_profile

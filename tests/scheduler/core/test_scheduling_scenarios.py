@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import pytest
 from sched_invariants import check_invariants, job, make_node, make_snapshot, running
 
+from scheduler.engine.schedule import schedule
 from scheduler.frag.fragmentation import TargetWorkload
-from scheduler.framework import schedule
 from scheduler.model import JobRequest, Node, Placement, TaskRequest
 from scheduler.profiles import get_profile
 

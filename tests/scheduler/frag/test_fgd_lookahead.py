@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from scheduler.__main__ import main
-from scheduler.frag.arrays import ClusterArrays
-from scheduler.frag.engine import PlacementEngine
+from scheduler.engine.arrays import ClusterArrays
+from scheduler.engine.placement import PlacementEngine
 from scheduler.frag.fragmentation import TargetWorkload
 from scheduler.framework import CycleState
 from scheduler.model import ClusterSnapshot, Gpu, Node, TaskRequest

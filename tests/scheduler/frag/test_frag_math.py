@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.frag.arrays import ClusterArrays
+from scheduler.engine.arrays import ClusterArrays
 from scheduler.frag.experiment import inflate
 from scheduler.frag.fragmentation import (
     TargetWorkload,

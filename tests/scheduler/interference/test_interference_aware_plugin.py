@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.framework import Profile, schedule
+from scheduler.engine.schedule import schedule
+from scheduler.framework import Profile
 from scheduler.interference.models import InterferenceModel
 from scheduler.interference.store import save_model
 from scheduler.model import ClusterSnapshot, Decision, Gpu, JobRequest, Node, Placement, TaskRequest

@@ -5,8 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scheduler.framework import reserve, unreserve
-from scheduler.model import ClusterSnapshot, Decision, Gpu, JobRequest, Node, Placement, TaskRequest
+from scheduler.model import (
+    ClusterSnapshot,
+    Decision,
+    Gpu,
+    JobRequest,
+    Node,
+    Placement,
+    TaskRequest,
+    reserve,
+    unreserve,
+)
 from scheduler.policy import PolicyView, RunningJob
 
 GPU_MEMORY_MIB = 16384

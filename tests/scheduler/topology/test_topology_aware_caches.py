@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from scheduler.frag.arrays import ClusterArrays
+from scheduler.engine.arrays import ClusterArrays
 from scheduler.framework import CycleState, create_plugin
 from scheduler.model import ClusterSnapshot, Gpu, JobRequest, Node, Placement, TaskRequest
 from scheduler.topology.graph import Topology

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.framework import Profile, create_plugin, schedule
+from scheduler.engine.schedule import schedule
+from scheduler.framework import Profile, create_plugin
 from scheduler.model import ClusterSnapshot, Decision, Gpu, JobRequest, Node, Placement, TaskRequest
 from scheduler.topology.graph import Topology
 from tests.scheduler.topology.topo_helpers import load, needs_data
