@@ -19,7 +19,9 @@ How it maps the protocol (scheduler/backends/base.py) onto the API:
   starting "preempted" (to a process that saw them before they went). The Service stays for the next
   run. Every pod mounts the job's sub-folder of ``KUBERNETES_CHECKPOINT_VOLUME`` (a PVC or a hostPath)
   at ``/checkpoints`` = ``CHECKPOINT_DIR``, and a resumed run (``spec.resume``) gets ``RESUME=1``.
-- ``logs()``: the main container's log through the API.
+- ``logs()``: the main container's log through the API. A running task's ``throughput`` is the
+  contract's ``[progress] throughput=X`` line (scheduler.backends.throughput) at the end of that log,
+  read at most once per ``throughput_interval_s`` per pod.
 
 Modules: ``client`` (API calls with retries and their one-line errors), ``watch`` (the pod cache and its
 relist), ``pods`` / ``nodes`` / ``contract`` (object shapes and annotations); this one is the protocol.
@@ -40,6 +42,7 @@ import kubernetes.watch
 from scheduler.backends.base import (
     PermanentBackendError,
     PlacementConflictError,
+    TaskPhase,
     TaskSpec,
     TaskStatus,
     TransientBackendError,
@@ -49,6 +52,7 @@ from scheduler.backends.kubernetes import pods as p
 from scheduler.backends.kubernetes.client import ApiCaller, Tolerated
 from scheduler.backends.kubernetes.nodes import gpu_uuids, node_from_kubernetes
 from scheduler.backends.kubernetes.watch import PodWatch
+from scheduler.backends.throughput import parse_log
 from scheduler.model import GPU_MILLI, ClusterSnapshot, JobRequest, Node, Placement, reserve
 
 log = logging.getLogger(__name__)
@@ -79,6 +83,8 @@ class KubernetesBackend:
         resync_s: float = 300.0,
         delete_grace_period_s: int = 30,
         log_tail_lines: int = 5000,
+        throughput_tail_lines: int = 200,
+        throughput_interval_s: float = 30.0,
         topology_builder: Callable[[dict[str, Any]], Any] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
@@ -112,6 +118,11 @@ class KubernetesBackend:
         self.cluster_scope = cluster_scope
         self.delete_grace_period_s = delete_grace_period_s
         self.log_tail_lines = log_tail_lines
+        self.throughput_tail_lines = throughput_tail_lines
+        self.throughput_interval_s = throughput_interval_s
+        # Pod name -> (when its log was last read, the throughput it last reported): a pod's log is
+        # read at most once per interval, and a value stays until a newer one scrolls in.
+        self._throughput: dict[str, tuple[float, float | None]] = {}
         self.topology_builder = (
             topology_builder if topology_builder is not None else default_topology_builder()
         )
@@ -361,7 +372,30 @@ class KubernetesBackend:
         statuses = self.watch.statuses()
         if job_id is not None:
             statuses = [s for s in statuses if s.job_id == job_id]
+        for status in statuses:
+            if status.phase is TaskPhase.RUNNING:
+                status.throughput = self._reported_throughput(status)
+        if job_id is None:
+            self._throughput = {k: v for k, v in self._throughput.items() if k in self.watch.pods}
         return sorted(statuses, key=lambda s: (s.job_id, s.task_id))
+
+    def _reported_throughput(self, status: TaskStatus) -> float | None:
+        """The throughput contract's log line (scheduler.backends.throughput), from the end of the
+        pod's log: a pod has no file the platform can read, so the line is how it reports."""
+        name = c.pod_name(status.job_id, status.task_id)
+        read_at, value = self._throughput.get(name, (float("-inf"), None))
+        now = self.clock()
+        if now - read_at < self.throughput_interval_s:
+            return value
+        try:
+            fresh = parse_log(self._log_tail(name, self.throughput_tail_lines))
+        except (TransientBackendError, PermanentBackendError):
+            # Progress is a hint: a log the API cannot serve now must not fail the status sync.
+            log.info("could not read the log of pod %s for its throughput", name, exc_info=True)
+            fresh = None
+        value = fresh if fresh is not None else value
+        self._throughput[name] = (now, value)
+        return value
 
     # ------------------------------------------------------------------ delete, logs
 
@@ -422,14 +456,16 @@ class KubernetesBackend:
     def logs(self, job_id: str, task_id: str) -> str:
         """The task's output so far (the last ``log_tail_lines`` lines); "" before it starts or after
         its pod is gone."""
-        name = c.pod_name(job_id, task_id)
+        return self._log_tail(c.pod_name(job_id, task_id), self.log_tail_lines)
+
+    def _log_tail(self, name: str, lines: int) -> str:
         result = self.client.call(
             f"read log of pod {name}",
             self.api.read_namespaced_pod_log,
             name,
             self.namespace,
             container=p.CONTAINER,
-            tail_lines=self.log_tail_lines,
+            tail_lines=lines,
             tolerate=(400, 404),
             # Raw bytes: servers label logs text/plain or octet-stream, and the client only decodes some.
             _preload_content=False,
