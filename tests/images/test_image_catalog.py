@@ -42,7 +42,10 @@ def catalog():
 
 def test_the_catalog_has_a_base_pytorch_and_tensorflow_image_each_with_a_cpu_twin(catalog) -> None:
     keys = {image.key for image in catalog}
-    assert keys == {"base", "base-cpu", "pytorch", "pytorch-cpu", "tensorflow", "tensorflow-cpu"}
+    assert keys == {
+        "base", "base-cpu", "pytorch", "pytorch-cpu", "tensorflow", "tensorflow-cpu",
+        "pytorch-jupyter", "pytorch-jupyter-cpu",  # the workspaces' notebook image (issue 25)
+    }  # fmt: skip
     for image in catalog:
         twin = image.key.removesuffix("-cpu")
         assert image.accelerator == ("cpu" if image.key.endswith("-cpu") else "gpu")
@@ -60,7 +63,9 @@ def test_framework_images_build_on_the_base_of_their_own_accelerator(catalog) ->
     for image in catalog:
         if image.framework:
             expected = "base-cpu" if image.accelerator == "cpu" else "base"
-            assert image.parent == expected, image.key
+            # A layer over a framework image (the notebook image) is built on that framework's image.
+            over = image.framework + ("-cpu" if image.accelerator == "cpu" else "")
+            assert image.parent in (expected, over), image.key
         else:
             assert image.parent is None, image.key
 
