@@ -79,7 +79,8 @@ def _fgd_balance() -> Profile:
 
 
 def _default() -> Profile:
-    # Fragmentation (issue 3), plugins in scheduler/plugins/fgd_lookahead.py:
+    # Fragmentation (issue 3), plugins fgd_fine, balance_yield, strand_guard,
+    # fgd_fine_gpus in scheduler/plugins/, their math in scheduler/frag/lookahead.py:
     # - fgd_fine: FGD's fragment gradient; shared-GPU tasks get the unrounded score (whole-GPU and
     #   CPU-only tasks keep FGD's integer score, so their ties still go first-fit), plus a one-task
     #   look-ahead at the gap a share leaves on its GPU (keep gaps the workload's common sizes fill).

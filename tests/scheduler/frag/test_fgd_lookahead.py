@@ -1,4 +1,4 @@
-"""The look-ahead fragmentation plugins of the ``default`` profile (``scheduler.plugins.fgd_lookahead``)."""
+"""The look-ahead fragmentation plugins of the ``default`` profile (``scheduler.plugins`` over ``scheduler.frag.lookahead``)."""
 
 from __future__ import annotations
 
@@ -12,17 +12,13 @@ from scheduler.__main__ import main
 from scheduler.engine.arrays import ClusterArrays
 from scheduler.engine.placement import PlacementEngine
 from scheduler.frag.fragmentation import TargetWorkload
+from scheduler.frag.lookahead import cpu_pressure, gang_reserved_sizes, gap_option_values
 from scheduler.framework import CycleState
 from scheduler.model import ClusterSnapshot, Gpu, Node, TaskRequest
-from scheduler.plugins.fgd_lookahead import (
-    BalanceYield,
-    FgdFine,
-    FgdFineGpus,
-    StrandGuard,
-    cpu_pressure,
-    gang_reserved_sizes,
-    gap_option_values,
-)
+from scheduler.plugins.balance_yield import BalanceYield
+from scheduler.plugins.fgd_fine import FgdFine
+from scheduler.plugins.fgd_fine_gpus import FgdFineGpus
+from scheduler.plugins.strand_guard import StrandGuard
 from scheduler.profiles import PROFILES
 from tests.scheduler.frag.test_frag_command import write_fixture
 

@@ -1,14 +1,15 @@
-"""Memos of ``fgd_lookahead`` that outlive one ``ClusterArrays`` give the unmemoised answers."""
+"""Memos of the look-ahead math (``scheduler.frag.lookahead``) that outlive one ``ClusterArrays`` give the unmemoised answers."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from scheduler.engine.arrays import ClusterArrays
+from scheduler.frag import lookahead as fl
 from scheduler.frag.fragmentation import TargetWorkload
 from scheduler.framework import CycleState
 from scheduler.model import ClusterSnapshot, Gpu, Node, TaskRequest
-from scheduler.plugins import fgd_lookahead as fl
+from scheduler.plugins.balance_yield import BalanceYield
 
 
 def _arrays(n: int, busy: int = 0) -> ClusterArrays:
@@ -59,7 +60,7 @@ def test_gap_tables_are_shared_across_arrays_and_follow_the_workload_version() -
 def test_the_balance_token_leaves_out_the_reservation_only_when_every_score_is_zero() -> None:
     arrays = _arrays(4, busy=3)
     task = TaskRequest(task_id="x", cpu_milli=1000, gpu_milli=500)
-    plugin = fl.BalanceYield()
+    plugin = BalanceYield()
     # Gang tasks are most of the GPU request: the balance term yields entirely (scale 0).
     heavy = _workload([(8, 0)] * 3 + [(0, 500)])
     state = CycleState(snapshot=ClusterSnapshot(nodes=[]), data={"target_workload": heavy}, arrays=arrays)

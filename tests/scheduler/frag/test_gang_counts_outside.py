@@ -11,9 +11,9 @@ import numpy as np
 
 from scheduler.engine.arrays import ClusterArrays
 from scheduler.frag.fragmentation import TargetWorkload
+from scheduler.frag.lookahead import gang_reserved_sizes
 from scheduler.framework import CycleState
 from scheduler.model import ClusterSnapshot, Gpu, Node, TaskRequest
-from scheduler.plugins.fgd_lookahead import gang_reserved_sizes
 from scheduler.policy.registry import make_policy
 from scheduler.sim.engine import Simulator
 from scheduler.sim.trace import TraceJob

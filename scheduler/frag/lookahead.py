@@ -1,4 +1,8 @@
-"""Fragmentation plugins of the ``default`` profile: FGD, refined for shared GPUs, plus two secondary scores.
+"""The look-ahead math of the ``default`` profile's fragmentation plugins: FGD refined for shared GPUs
+(gap tables), CPU pressure and gang reservations, for two secondary scores.
+
+The plugins (``scheduler.plugins.fgd_fine``, ``fgd_fine_gpus``, ``balance_yield``, ``strand_guard``)
+only adapt these functions to the engine's batch protocol.
 
 The ``default`` profile (``scheduler/profiles.py``) scores nodes by
 
@@ -6,7 +10,7 @@ The ``default`` profile (``scheduler/profiles.py``) scores nodes by
 
 (plus the interference- and topology-aware plugins, neutral on clusters without topology or profiles)
 
-* ``fgd_fine``: FGD's fragmentation gradient (``scheduler.plugins.fgd``), except that a *shared* task's
+* ``fgd_fine``: FGD's fragmentation gradient (``scheduler.frag.fgd_scores``), except that a *shared* task's
   score is not floored to an integer, so placements of a GPU share that differ by less than one
   integer step (~40 milli-GPU of expected fragment) are told apart. Whole-GPU and CPU-only tasks keep
   FGD's integer score: their many exact ties go to the first node in the caller's order, the
@@ -20,8 +24,8 @@ The ``default`` profile (``scheduler/profiles.py``) scores nodes by
   is scored (it prefers nodes that keep the gaps the common sizes fill, e.g. a 700 gap for a
   500-milli share, to nodes where the share leaves a gap none fits) and ``1 * (...)`` when
   ``fgd_fine_gpus`` picks the GPU inside the chosen node (see ``GAP_LOOKAHEAD_GPU``).
-* ``balance_yield``: the seed strategy's imbalance term (``scheduler.plugins.balance``, no similarity
-  term), scaled by ``max(0, 1 - m / m_zero)^2``, m = the share of the target workload's GPU request
+* ``balance_yield``: the seed strategy's imbalance term (``scheduler.frag.balance_terms``, no
+  similarity term), scaled by ``max(0, 1 - m / m_zero)^2``, m = the share of the target workload's GPU request
   from tasks of 2+ GPUs (``TargetWorkload.multi_gpu_share``), ``m_zero`` = 0.4. Balancing spreads
   work; multi-GPU tasks need whole nodes, so the term fades out as they grow. It also leaves the
   empty nodes that the workload's gang tasks need alone: while the empty G-GPU nodes are no more
@@ -48,50 +52,47 @@ All scores are NumPy over candidate rows and cacheable per task shape (the engin
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-
 import numpy as np
 
 from scheduler.engine.arrays import ClusterArrays
-from scheduler.engine.fit import fitting_gpu_mask
-from scheduler.engine.row_adapters import RowChooserMixin, RowScoreMixin
+from scheduler.frag.fgd_scores import fgd_scores, target_workload
 from scheduler.frag.fragmentation import TargetWorkload
-from scheduler.framework import CycleState, register
-from scheduler.model import GPU_MILLI, Node, TaskRequest
-from scheduler.plugins.balance import balance_terms
-from scheduler.plugins.fgd import fgd_scores, target_workload
+from scheduler.framework import CycleState
+from scheduler.model import GPU_MILLI, TaskRequest
 
 # Multi-GPU share of the GPU request at which the balance term is gone and the strand guard is at
 # full strength. Chosen on the in-sample workloads (see docs/benchmarks/frag.md).
 M_ZERO = 0.4
+
 # FGD's score slope at Delta = 0: 100 * sigmoid'(0) / 1000 per milli = 25 points per GPU.
 FGD_SLOPE_PER_GPU = 25.0
+
 # CPU pressure (CPU the running work uses per milli-GPU, over the cluster's CPU per milli-GPU) at
 # which the strand guard starts to ramp in regardless of m, and at which it is at full strength.
 PRESSURE_FROM = 0.8
+
 PRESSURE_FULL = 1.0
+
 # Below this share of the cluster's GPUs in use, the pressure comes from the target workload's shapes.
 PRESSURE_MIN_USED = 0.05
+
 # Weight of the gap look-ahead in a shared task's fragment change (``gap_option_values``): 4 when
 # the node is scored, 1 when the GPU inside the chosen node is picked. With 4 in the chooser too,
 # shares kept out of gaps on all-shared workloads (``gpushare100``, seed 42: 16.01 % unallocated at
 # arrived 100 % vs 12.70); with 8 for the node score, ``gpushare80`` 13.43 vs 10.62 (seeds 42-43).
 GAP_LOOKAHEAD = 4.0
+
 GAP_LOOKAHEAD_GPU = 1.0
 
 
-def _workload(state: CycleState) -> TargetWorkload:
-    return target_workload(state)
-
-
-def _clip(x: np.ndarray, low: float, high: float) -> np.ndarray:
+def clip(x: np.ndarray, low: float, high: float) -> np.ndarray:
     """``np.clip(x, low, high)``, which is ``minimum(maximum(x, low), high)``, without its per-call
     overhead (it dominates on the few rows a placement scores)."""
     return np.minimum(np.maximum(x, low), high)
 
 
-def _multi_share(state: CycleState) -> float:
-    return float(_workload(state).multi_gpu_share)
+def multi_gpu_share(state: CycleState) -> float:
+    return float(target_workload(state).multi_gpu_share)
 
 
 def empty_rows(arrays: ClusterArrays, rows: np.ndarray) -> np.ndarray:
@@ -132,7 +133,7 @@ def gang_reserved_sizes(state: CycleState) -> tuple[int, ...]:
     the left-out nodes add in ``CycleState.data["gang_counts_outside"]``: ``(free milli-GPU,
     {G: empty G-GPU nodes})``, so the reservation sees the whole cluster.
     """
-    wl = _workload(state)
+    wl = target_workload(state)
     shares = wl.gang_gpu_share
     if not shares:
         return ()
@@ -176,75 +177,9 @@ def gang_reserved_sizes(state: CycleState) -> tuple[int, ...]:
     return result
 
 
-@register("balance_yield")
-class BalanceYield(RowScoreMixin):
-    """100 * (1 - imbalance after placement) * max(0, 1 - m / m_zero)^2, no pull to reserved empty nodes.
-
-    Balancing spreads work, onto empty nodes too, and that spreading is most of what the term
-    gains (with it stopped on every empty node the default loses 0.6-4 points on 13 of 15
-    workloads). But on a workload with gang tasks, spreading 1-GPU tasks empties the pool of whole
-    nodes the gang tasks need: on ``gpushare20`` (8-GPU tasks 7.6 % of the GPU request) all but 2 of
-    617 8-GPU nodes were opened by arrived 50 % (FGD: 290 left) and 8-GPU tasks failed from arrived
-    42 %. So on empty nodes of a size in ``gang_reserved_sizes`` (while they are no more than the
-    target workload's gang demand for them) the term abstains: such a row gets the lowest score among
-    the candidates that are not reserved, so balance never favours it and opening it is left to
-    FGD. ``score_rows`` marks a reserved row as ``-1 - score``; ``normalize_rows`` fills it in.
-    """
-
-    name = "balance_yield"
-    cacheable = True
-
-    def __init__(self, m_zero: float = M_ZERO, reserve_for_gangs: bool = True) -> None:
-        self.m_zero = m_zero
-        self.reserve_for_gangs = reserve_for_gangs
-
-    def cache_token(self, state: CycleState) -> Hashable:
-        scale = self._scale(state)
-        if scale <= 0:  # every score is 0 whatever the reservation (``score_rows``)
-            return (scale, ())
-        return (scale, self._reserved(state))
-
-    def _scale(self, state: CycleState) -> float:
-        return max(0.0, 1.0 - _multi_share(state) / self.m_zero) ** 2
-
-    def _reserved(self, state: CycleState) -> tuple[int, ...]:
-        return gang_reserved_sizes(state) if self.reserve_for_gangs else ()
-
-    def score_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
-        scale = self._scale(state)
-        if scale <= 0:
-            return np.zeros(len(rows))
-        imbalance, _ = balance_terms(state.arrays, task, rows, similarity=False)
-        score = scale * _clip(100.0 * (1.0 - imbalance), 0.0, 100.0)
-        reserved = self._reserved(state)
-        if not reserved:
-            return score
-        arrays: ClusterArrays = state.arrays
-        mark = empty_rows(arrays, rows) & np.isin(arrays.gpu_count[rows], reserved)
-        return np.where(mark, -1.0 - score, score)
-
-    def normalize_rows(self, scores: np.ndarray) -> np.ndarray:
-        """Reserved rows (marked negative) get the lowest other score, or their own if all are."""
-        scores = np.asarray(scores, dtype=float)
-        free = scores >= 0
-        if free.all():
-            return scores
-        if not free.any():
-            return -1.0 - scores
-        return np.where(free, scores, scores[free].min())
-
-    def normalize(self, scores: list[float]) -> list[float]:
-        return [float(x) for x in self.normalize_rows(np.asarray(scores, dtype=float))]
-
-    def score(self, state: CycleState, task: TaskRequest, node: Node) -> float:
-        # One node on its own has nothing to yield to: its plain balance score.
-        value = super().score(state, task, node)
-        return value if value >= 0 else -1.0 - value
-
-
 def _shape_cpu_pressure(state: CycleState) -> float:
     """``cpu_pressure`` from the target workload's shapes: their CPU per milli-GPU over the cluster's."""
-    wl = _workload(state)
+    wl = target_workload(state)
     arrays: ClusterArrays = state.arrays
     key = ("cpu_pressure", id(wl))
     memo = arrays.memo.get(key)
@@ -272,7 +207,7 @@ def cpu_pressure(state: CycleState, step: float = 0.02) -> float:
     arrays: ClusterArrays = state.arrays
     # Asked for every placement (the strand guard's cache token): memoised until a row changes
     # (every write bumps a row's version, so the sum of versions only grows) or the workload does.
-    wl = _workload(state)
+    wl = target_workload(state)
     key = (int(arrays.version.sum()), id(wl), wl.version, step)
     memo = arrays.memo.get("cpu_pressure")
     if memo is not None and memo[0] == key and memo[1] is wl:
@@ -291,86 +226,9 @@ def cpu_pressure(state: CycleState, step: float = 0.02) -> float:
     return value
 
 
-@register("strand_guard")
-class StrandGuard(RowScoreMixin):
-    """100 - slope * (GPUs newly left without host memory / CPU to use them); see the module doc."""
-
-    name = "strand_guard"
-    cacheable = True
-
-    def __init__(
-        self,
-        slope: float = FGD_SLOPE_PER_GPU,
-        m_zero: float | None = M_ZERO,
-        power: float = 2.0,
-        pressure_from: float | None = PRESSURE_FROM,
-        pressure_full: float = PRESSURE_FULL,
-    ) -> None:
-        self.slope = slope
-        self.m_zero = m_zero
-        self.power = power
-        self.pressure_from = pressure_from
-        self.pressure_full = pressure_full
-        self._per_milli: tuple[TargetWorkload, int, float] | None = None
-
-    def cache_token(self, state: CycleState) -> Hashable:
-        wl = _workload(state)
-        return (id(wl), wl.version, self._slope(state))
-
-    def _slope(self, state: CycleState) -> float:
-        """``slope * max(min(1, m / m_zero)^power, ramp^2)`` (``slope`` when ``m_zero`` is None), ramp =
-        ``clip((kappa - pressure_from) / (pressure_full - pressure_from), 0, 1)``, kappa = ``cpu_pressure``."""
-        if self.m_zero is None:
-            return self.slope
-        base = self.slope * min(1.0, _multi_share(state) / self.m_zero) ** self.power
-        if self.pressure_from is None:
-            return base
-        kappa = cpu_pressure(state)
-        ramp = min(1.0, max(0.0, (kappa - self.pressure_from) / (self.pressure_full - self.pressure_from)))
-        return max(base, self.slope * ramp**2)
-
-    def _cpu_per_milli(self, state: CycleState) -> float:
-        """CPU milli the target workload's GPU tasks bring per milli-GPU (0 if it has none)."""
-        wl = _workload(state)
-        # Asked twice per scored batch; it changes only with the workload (held, so its id stays).
-        cached = self._per_milli
-        if cached is not None and cached[0] is wl and cached[1] == wl.version:
-            return cached[2]
-        cpu_m, milli_m, num_m, _, _, probs = wl.arrays_for(state.arrays)
-        gpu_demand = float((probs * milli_m * num_m).sum())
-        cpu_demand = float((probs * cpu_m * (num_m > 0)).sum())
-        value = cpu_demand / gpu_demand if gpu_demand > 0 else 0.0
-        self._per_milli = (wl, wl.version, value)
-        return value
-
-    def stranded(
-        self, state: CycleState, rows: np.ndarray, cpu: int = 0, mem: int = 0, gpu_milli: int = 0
-    ) -> np.ndarray:
-        """GPUs per row without memory/CPU to use them, after taking (cpu, mem, gpu_milli)."""
-        arrays: ClusterArrays = state.arrays
-        count = arrays.gpu_count[rows]
-        cap = np.maximum(count * GPU_MILLI, 1)
-        idle = np.where(arrays.gpu_exists[rows], arrays.gpu_free[rows], 0).sum(axis=1)
-        fg = (idle - gpu_milli) / cap
-        other = (arrays.mem_free[rows] - mem) / np.maximum(arrays.mem_cap[rows], 1)
-        per_milli = self._cpu_per_milli(state)
-        if per_milli > 0:
-            usable = (arrays.cpu_free[rows] - cpu) / per_milli
-            other = np.minimum(other, usable / cap)
-        return count * np.maximum(fg - other, 0.0)
-
-    def score_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
-        slope = self._slope(state)
-        if slope <= 0:
-            return np.full(len(rows), 100.0)
-        after = self.stranded(state, rows, task.cpu_milli, task.memory_mib, task.total_gpu_milli)
-        added = np.maximum(after - self.stranded(state, rows), 0.0)
-        return _clip(100.0 - slope * added, 0.0, 100.0)
-
-
 def unfloored_sigmoid(delta: np.ndarray) -> np.ndarray:
     """100 * sigmoid(delta / 1000): FGD's score without the floor to an integer."""
-    x = _clip(np.asarray(delta, dtype=float) / 1000.0, -60.0, 60.0)
+    x = clip(np.asarray(delta, dtype=float) / 1000.0, -60.0, 60.0)
     return 100.0 / (1.0 + np.exp(-x))
 
 
@@ -432,11 +290,11 @@ def fine_scores(
     profile then broke an idle GPU for a 400-milli share next to a 400-milli gap on a cluster running
     600 + 400). Whole-GPU and CPU-only tasks: plain FGD.
     """
-    wl = _workload(state)
+    wl = target_workload(state)
     if not task.is_shared or lookahead == 0:
         return fgd_scores(state, task, rows, wl, shared_score=unfloored_sigmoid)
     opt, f, q = _gap_tables(wl, state.arrays)
-    g = _clip(state.arrays.gpu_free[rows], 0, GPU_MILLI)
+    g = clip(state.arrays.gpu_free[rows], 0, GPU_MILLI)
     left = np.maximum(g - task.gpu_milli, 0)
     change = opt[g] - opt[left] - q[task.gpu_milli] * np.minimum(0.0, f[left] - f[g])
 
@@ -444,49 +302,3 @@ def fine_scores(
         return unfloored_sigmoid(delta + lookahead * change)
 
     return fgd_scores(state, task, rows, wl, shared_score=with_lookahead)
-
-
-@register("fgd_fine")
-class FgdFine(RowScoreMixin):
-    """FGD, but a shared task's score is not floored (whole-GPU and CPU-only tasks keep FGD's)."""
-
-    name = "fgd_fine"
-    cacheable = True
-
-    def __init__(self, lookahead: float = GAP_LOOKAHEAD) -> None:
-        self.lookahead = lookahead
-
-    def cache_token(self, state: CycleState) -> Hashable:
-        wl = _workload(state)
-        return (id(wl), wl.version)
-
-    def score_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
-        return fine_scores(state, task, rows, self.lookahead)[0]
-
-
-@register("fgd_fine_gpus")
-class FgdFineGpus(RowChooserMixin):
-    """GPU chooser matching ``fgd_fine``: a shared task takes the GPU with the best unfloored score,
-    whole GPUs the first k idle ones."""
-
-    name = "fgd_fine_gpus"
-
-    def __init__(self, lookahead: float = GAP_LOOKAHEAD_GPU) -> None:
-        self.lookahead = lookahead
-
-    def choose_gpus_row(self, state: CycleState, task: TaskRequest, row: int) -> tuple[int, ...] | None:
-        rows = np.array([row])
-        mask = fitting_gpu_mask(state.arrays, task, rows)[0]
-        needed = max(task.gpus, 1)
-        if int(mask.sum()) < needed:
-            return None
-        if task.gpus:
-            return tuple(int(i) for i in np.flatnonzero(mask)[:needed])
-        fitting = np.flatnonzero(mask)
-        free = state.arrays.gpu_free[row, fitting]
-        if (free == free[0]).all():
-            # A shared task's score depends on its GPU only through the GPU's free milli-GPU, so
-            # equally free GPUs tie, and ties go to the first (e.g. only idle GPUs admitted).
-            return (int(fitting[0]),)
-        best = int(fine_scores(state, task, rows, self.lookahead)[1][0])
-        return None if best < 0 else (best,)
