@@ -1,6 +1,8 @@
 """The standard-image catalog as declared by ``images/dockerfiles/<key>/Dockerfile``. No Django here.
 
-Each directory under ``dockerfiles/`` is one image named ``gpu-platform/<key>``. Its tag is its own
+Each directory under ``dockerfiles/`` is one image named ``gpu-platform/<key>``, plus one per table of
+its ``variants.toml`` (``[pytorch-cpu]``: the same Dockerfile built with those build arguments, e.g. a
+CPU ``BASE_IMAGE``). Its tag is its own
 ``org.opencontainers.image.version`` label; everything else a user picks an image by comes from labels:
 
 =====================================  ====================================================
@@ -27,6 +29,7 @@ version and driver floor are declared once, in the base image.
 from __future__ import annotations
 
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +43,8 @@ if TYPE_CHECKING:
 NAMESPACE = "gpu-platform"
 DOCKERFILES_DIR = Path(__file__).resolve().parent / "dockerfiles"
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Beside a Dockerfile: further images built from it with other build arguments (a CPU variant).
+VARIANTS_FILE = "variants.toml"
 
 OCI = "org.opencontainers.image."
 OURS = "org.gpu-platform."
@@ -73,6 +78,8 @@ class CatalogImage:
     parent: str | None  # key of the catalog image it is built on
     labels: dict[str, str] = field(default_factory=dict)
     exposed_ports: tuple[str, ...] = ()
+    # Build arguments of a variant (``variants.toml`` beside the Dockerfile); empty for the default build.
+    variant_args: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -134,6 +141,7 @@ class _Declared:
     base_image: str
     own_labels: dict[str, str]
     exposed: tuple[str, ...]
+    variant_args: dict[str, str]
 
 
 def _relative(path: Path) -> str:
@@ -143,13 +151,33 @@ def _relative(path: Path) -> str:
         return path.as_posix()
 
 
-def _declare(directory: Path) -> _Declared:
+def _variants(directory: Path) -> dict[str, dict[str, str]]:
+    """The variants declared in ``directory/variants.toml``: image key -> build arguments."""
+    path = directory / VARIANTS_FILE
+    if not path.is_file():
+        return {}
+    where = _relative(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise CatalogError(f"{where}: {exc}") from None
+    variants: dict[str, dict[str, str]] = {}
+    for key, args in data.items():
+        if not isinstance(args, dict) or not all(isinstance(v, str) for v in args.values()):
+            raise CatalogError(f"{where}: [{key}] must be a table of build arguments with string values")
+        variants[key] = dict(args)
+    return variants
+
+
+def _declare(directory: Path, key: str | None = None, build_args: dict[str, str] | None = None) -> _Declared:
+    """The image ``key`` (the directory's name when None) built from the directory's Dockerfile."""
     dockerfile = directory / "Dockerfile"
     where = _relative(dockerfile)
-    if not _KEY.match(directory.name):
-        raise CatalogError(f"{where}: directory name {directory.name!r} is not a valid image name")
+    key = key or directory.name
+    if not _KEY.match(key):
+        raise CatalogError(f"{where}: {key!r} is not a valid image name")
     try:
-        parsed = parse_dockerfile(dockerfile.read_text(encoding="utf-8"))
+        parsed = parse_dockerfile(dockerfile.read_text(encoding="utf-8"), build_args=build_args)
     except (DockerfileError, UnicodeDecodeError) as exc:
         raise CatalogError(f"{where}: {exc}") from None
     for label in OWN_LABELS:
@@ -157,7 +185,21 @@ def _declare(directory: Path) -> _Declared:
             raise CatalogError(f"{where}: missing its own LABEL {label}")
     if not _TAG.match(parsed.labels[VERSION]):
         raise CatalogError(f"{where}: {VERSION}={parsed.labels[VERSION]!r} is not a valid Docker tag")
-    return _Declared(directory.name, dockerfile, parsed.base_image, parsed.labels, parsed.exposed_ports)
+    return _Declared(
+        key, dockerfile, parsed.base_image, parsed.labels, parsed.exposed_ports, dict(build_args or {})
+    )
+
+
+def _declare_all(root: Path) -> dict[str, _Declared]:
+    declared: dict[str, _Declared] = {}
+    for path in sorted(root.iterdir()):
+        if not (path / "Dockerfile").is_file():
+            continue
+        for d in (_declare(path), *(_declare(path, k, a) for k, a in _variants(path).items())):
+            if d.key in declared:
+                raise CatalogError(f"{_relative(d.dockerfile)}: image {d.key!r} is declared twice")
+            declared[d.key] = d
+    return declared
 
 
 def _validate(image: CatalogImage) -> None:
@@ -187,10 +229,7 @@ def load_catalog(root: Path = DOCKERFILES_DIR) -> list[CatalogImage]:
     """
     if not root.is_dir():
         raise CatalogError(f"{root}: no such Dockerfile directory")
-    declared = {
-        d.key: d
-        for d in (_declare(path) for path in sorted(root.iterdir()) if (path / "Dockerfile").is_file())
-    }
+    declared = _declare_all(root)
     by_reference = {f"{NAMESPACE}/{d.key}:{d.own_labels[VERSION]}": d.key for d in declared.values()}
     parents: dict[str, str | None] = {}
     for d in declared.values():
@@ -222,6 +261,7 @@ def load_catalog(root: Path = DOCKERFILES_DIR) -> list[CatalogImage]:
             parent=parent_key,
             labels={**inherited, **d.own_labels},
             exposed_ports=tuple(dict.fromkeys((*parent_ports, *d.exposed))),
+            variant_args=d.variant_args,
         )
         _validate(image)
         resolved[key] = image
@@ -258,11 +298,12 @@ def build_plan(catalog: list[CatalogImage], keys: list[str]) -> list[CatalogImag
 
 
 def build_args(image: CatalogImage, catalog: list[CatalogImage], registry: str = "") -> dict[str, str]:
-    """``--build-arg`` values: ``BASE_IMAGE`` points at the parent as tagged by this build."""
+    """``--build-arg`` values: a variant's own, and ``BASE_IMAGE`` pointing at the parent as tagged by
+    this build."""
     if image.parent is None:
-        return {}
+        return dict(image.variant_args)
     parent = find_image(catalog, image.parent)
-    return {"BASE_IMAGE": parent.reference_in(registry)}
+    return {**image.variant_args, "BASE_IMAGE": parent.reference_in(registry)}
 
 
 def sync_catalog(root: Path = DOCKERFILES_DIR, registry: str | None = None) -> list[JobImage]:

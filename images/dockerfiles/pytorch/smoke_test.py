@@ -9,7 +9,8 @@ its model and optimizer through torch.save / torch.load; the base image's preemp
 on SIGTERM, resume with RESUME=1);
 a two-process all-reduce through torch.distributed: NCCL when two GPUs are visible, gloo otherwise (the
 CPU twin, a one-GPU host). Exit status 0 when everything passes, 1 when a check fails, 2 on bad usage.
-The same file ships in both twins (a test keeps the copies identical), so it must stay Python 3.10.
+Both variants (GPU and CPU) are built from one Dockerfile and ship this one file, so it must stay
+Python 3.10.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ tf.train.Checkpoint saved and restored; the base image's preemption loop (checkp
 resume with RESUME=1); a
 two-process all-reduce with MultiWorkerMirroredStrategy: NCCL collectives with one GPU per process when
 two GPUs are visible, ring (gRPC) collectives on CPU otherwise. Exit status 0 when everything passes,
-1 when a check fails, 2 on bad usage. The same file ships in both twins (a test keeps the copies
-identical), so it must stay Python 3.10.
+1 when a check fails, 2 on bad usage. Both variants (GPU and CPU) are built from one Dockerfile
+and ship this one file, so it must stay Python 3.10.
 """
 
 from __future__ import annotations
