@@ -37,7 +37,7 @@ lint: install
 
 typecheck: install
 	$(VENV)/bin/mypy scheduler
-	$(VENV)/bin/mypy jobs images frontend observability platform/accounts platform/quotas platform/config
+	$(VENV)/bin/mypy jobs images frontend observability workspaces platform/accounts platform/quotas platform/config
 	$(VENV)/bin/mypy client/gpuctl
 
 check: lint typecheck test

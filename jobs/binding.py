@@ -24,13 +24,13 @@ from jobs.placements import task_placement
 from jobs.services import job_transition
 from jobs.states import FailureCategory, JobStatus
 from jobs.sync import end_open_tasks
-from workspaces.access import workspace_env
 from scheduler.backends.base import (
     ClusterBackend,
     PermanentBackendError,
     PlacementConflictError,
     TaskSpec,
 )
+from workspaces.access import workspace_env
 
 logger = logging.getLogger(__name__)
 ACTOR = "scheduler"

@@ -50,4 +50,5 @@ def test_the_retire_action_hides_images_from_new_jobs(admin_client: Client) -> N
     )
     assert response.status_code == 302
     assert not JobImage.objects.filter(pk__in=ids, is_active=True).exists()
-    assert JobImage.objects.filter(framework="pytorch", is_active=True).count() == 4  # and the notebook layers
+    # pytorch, its CPU twin and the notebook layer over each (pytorch-jupyter)
+    assert JobImage.objects.filter(framework="pytorch", is_active=True).count() == 4
