@@ -17,7 +17,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from jobs import binding, dispatch, heartbeat, reconcile, scheduling, sync
+from jobs import binding, dispatch, heartbeat, outside_pods, reconcile, scheduling, sync
 from jobs.colocation import colocation_sweep, interference_retrain
 from jobs.faults import fault_point
 from scheduler.backends.base import TransientBackendError
@@ -36,9 +36,14 @@ BIND_MAX_RETRIES = 6
 )
 def run_scheduling_cycle() -> dict[str, object] | None:
     result = scheduling.run_scheduling_cycle()
+    # Then the pods submitted with our schedulerName outside the portal, on what the cycle left.
+    outside = outside_pods.schedule_outside_pods()
     if result is None:
         return None
-    return {"admitted": result.admitted, "pending": len(result.pending)}
+    summary: dict[str, object] = {"admitted": result.admitted, "pending": len(result.pending)}
+    if outside is not None and outside.bound:
+        summary["outside_bound"] = outside.bound
+    return summary
 
 
 @shared_task(name="jobs.tasks.tick_scheduling_cycle")
