@@ -284,6 +284,8 @@ class Simulator(SimOffer):
         self.failed_classes: dict[tuple[object, ...], tuple[int, int]] = {}
         # Placement class -> slot kinds schedule() refused for it (see _FitCheck).
         self.refused: dict[tuple[object, ...], set[SlotKind]] = {}
+        # (class, milli-GPU, GPU memory) -> (gpu_moves, refusals, a kind has room): see _FitCheck.
+        self.room_memo: dict[tuple[object, ...], tuple[int, int, bool]] = {}
         self.skipped_offers = 0
         self.deferred_offers = 0
         self.unpacks = 0

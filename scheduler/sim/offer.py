@@ -40,6 +40,7 @@ class SimOffer(SimState):
     _kinds_cache: dict[SlotKind, int]
     failed_classes: dict[tuple[object, ...], tuple[int, int]]
     refused: dict[tuple[object, ...], set[SlotKind]]
+    room_memo: dict[tuple[object, ...], tuple[int, int, bool]]
     skipped_offers: int
     deferred_offers: int
     schedule_calls: int
@@ -378,6 +379,7 @@ class _FitCheck:
         self._idle_per_node: np.ndarray | None = None
         self._cache: dict[tuple[object, ...], bool] = {}
         self._kinds: dict[SlotKind, int] | None = None
+        self._moves = -1
 
     def _idle(self) -> np.ndarray:
         if self._idle_per_node is None:
@@ -389,6 +391,7 @@ class _FitCheck:
         """Slot kinds of the GPUs with room and residents now -> how many GPUs."""
         if self._kinds is None:
             self._kinds = self.sim.slot_kinds()
+            self._moves = self.sim.gpu_moves  # the version of the kinds fetched
         return self._kinds
 
     def __call__(self, job: _Job) -> bool:
@@ -417,11 +420,23 @@ class _FitCheck:
                 self._cache[key] = idle_ok
             if idle_ok:
                 continue
-            refused = self.sim.refused.get(self.sim._class(job), set())
-            if not any(
-                k[2] >= task.gpu_milli and k[3] >= task.gpu_memory_mib and k not in refused
-                for k in self.kinds()
-            ):
+            # The answer depends only on the class, the request, the slot kinds (fixed while
+            # ``gpu_moves`` is) and the class's refusals (a set that only grows): kept across calls
+            # and cycles under that stamp, so the kinds are not walked again for every shape's head.
+            cls = self.sim._class(job)
+            refused = self.sim.refused.get(cls, set())
+            kinds = self.kinds()
+            room_key = (cls, task.gpu_milli, task.gpu_memory_mib)
+            stamp = (self._moves, len(refused))
+            hit = self.sim.room_memo.get(room_key)
+            if hit is not None and hit[:2] == stamp:
+                room = hit[2]
+            else:
+                room = any(
+                    k[2] >= task.gpu_milli and k[3] >= task.gpu_memory_mib and k not in refused for k in kinds
+                )
+                self.sim.room_memo[room_key] = (*stamp, room)
+            if not room:
                 return False
         return True
 
