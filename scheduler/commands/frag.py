@@ -6,7 +6,7 @@ Example::
         --pods ../shared/data/alibaba-gpu-2023/openb_pod_list_default.csv \\
         --policy fgd --policy default --seeds 42-51 --json docs/results/frag_default.json --plot out.png
 
-For each policy and seed it runs ``scheduler.frag.experiment.run_policy`` and writes, per policy, the
+For each policy and seed it runs ``scheduler.bench.frag.experiment.run_policy`` and writes, per policy, the
 mean and population sd over seeds of the paper's metrics, the scheduling rate and the wall time, and
 ``provenance`` (``scheduler.provenance``: code commit, interference model content hash, input files).
 Without a trained interference model it says so in one stderr line and uses the analytic estimate.
@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scheduler.bench.frag.experiment import RunResult, run_policy
+from scheduler.bench.frag.metrics import MAX_BIN, mean_sd
 from scheduler.commands import CommandError, model_fallback_notice
-from scheduler.frag.experiment import RunResult, run_policy
-from scheduler.frag.metrics import MAX_BIN, mean_sd
 from scheduler.frag.trace import TraceError, load_nodes, load_pods
 from scheduler.profiles import PROFILES, canonical_name
 from scheduler.provenance import collect

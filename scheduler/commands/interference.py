@@ -6,7 +6,7 @@ platform's own records) and writes a joblib artefact (default ``var/models/inter
 folder overridable by ``GPU_PLATFORM_MODEL_DIR``).
 
 ``pack-study --data DIR --json OUT.json`` compares ways of deciding pack / don't pack under nested
-grouped cross-validation (``scheduler.interference.pack_study``).
+grouped cross-validation (``scheduler.bench.interference.pack_study``).
 
 ``online --data DIR [--reveal PAIRS.csv] --json OUT.json [--plot OUT.png]`` measures what learning
 from the platform's own co-location measurements buys on unseen model-family pairs
@@ -16,7 +16,7 @@ from the platform's own co-location measurements buys on unseen model-family pai
 cross-validation (folds = unordered model-family pairs) of the model's configuration and of the
 baseline estimators on the datasets under DIR, applies MODEL itself to each ``--test`` CSV (same
 format as the shared Gavel or Lucid pair files), measures the latency of one placement decision and
-writes the per-dataset metrics (see ``scheduler.interference.evaluate``).
+writes the per-dataset metrics (see ``scheduler.bench.interference.evaluate``).
 """
 
 from __future__ import annotations
@@ -30,6 +30,13 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.bench.interference.evaluate import (
+    cross_validate,
+    metrics,
+    panels_for,
+    plot_predicted_vs_measured,
+    time_decision,
+)
 from scheduler.commands import CommandError
 from scheduler.datapaths import default_data_dir
 from scheduler.interference.datasets import (
@@ -40,13 +47,6 @@ from scheduler.interference.datasets import (
     available_datasets,
     load_datasets,
     load_test_csv,
-)
-from scheduler.interference.evaluate import (
-    cross_validate,
-    metrics,
-    panels_for,
-    plot_predicted_vs_measured,
-    time_decision,
 )
 from scheduler.interference.models import DEFAULT_ESTIMATOR, ESTIMATORS, InterferenceModel
 from scheduler.interference.store import ModelError, default_model_path, load_model, save_model
@@ -264,7 +264,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_pack_study(args: argparse.Namespace) -> int:
-    from scheduler.interference.pack_study import nested_pack_study
+    from scheduler.bench.interference.pack_study import nested_pack_study
 
     data_dir = _data_dir(args.data)
     datasets = _datasets(args.datasets, data_dir)

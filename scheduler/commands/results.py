@@ -347,7 +347,7 @@ def _finish(result: Result, stage: Path, out: Path, plots: bool) -> None:
     report["provenance"] = _merge_provenance([r.get("provenance") or {} for r in reports])
     (out / f"{result.name}.json").write_text(json.dumps(report, indent=1, default=float) + "\n")
     if plots and result.plot:
-        from scheduler.sim.plots import plot_report
+        from scheduler.bench.simulate.plots import plot_report
 
         plot_report(report, out / f"{result.name}.png")
 

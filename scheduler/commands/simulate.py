@@ -101,7 +101,7 @@ def _input_files(cluster: str, spec: ClusterSpec, data_dir: Path) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scheduler.sim.plots import plot_report
+    from scheduler.bench.simulate.plots import plot_report
     from scheduler.sim.runner import load_inputs, mean_report, run_policies
 
     unknown = [p for p in args.policy if p not in POLICY_NAMES]

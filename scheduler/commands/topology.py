@@ -2,7 +2,7 @@
 
 * ``evaluate --topologies DIR --json OUT.json [--plot OUT.png]``: every matrix in DIR (plus two
   synthetic 16-GPU nodes for the decision-time target), single requests vs. the exhaustive optimum and
-  the baselines, and the sequential-arrival experiment (``scheduler.topology.evaluate``).
+  the baselines, and the sequential-arrival experiment (``scheduler.bench.topology.evaluate``).
 * ``place --topology FILE --gpus N [--busy 0,3] [--running 4,5]``: the chosen set and its predicted
   cost, beside besteffort's and first fit's choices.
 * ``show --topology FILE``: the parsed matrix and the effective bandwidth of every pair.
@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scheduler.bench.topology.baselines import besteffort, first_fit
 from scheduler.commands import CommandError
 from scheduler.datapaths import default_data_dir, results_dir
-from scheduler.topology.baselines import besteffort, first_fit
 from scheduler.topology.cost import CommProfile, allreduce_time, pair_bandwidth, ring_bandwidth
 from scheduler.topology.graph import Topology
 from scheduler.topology.parser import TopologyParseError, read_topology_file
@@ -145,7 +145,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from scheduler.topology.evaluate import evaluate, load_topologies, synthetic_16
+    from scheduler.bench.topology.evaluate import evaluate, load_topologies, synthetic_16
 
     if not args.topologies.is_dir():
         raise CommandError(f"--topologies: {args.topologies} is not a folder (see ../shared/data/topologies)")

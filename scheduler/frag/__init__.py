@@ -1,4 +1,7 @@
-"""Fragmentation math (FGD's fragment measure, ``fragmentation``) and the FGD trace benchmark.
+"""Fragmentation math the platform's profiles run on: FGD's fragment measure (``fragmentation``), its
+node scores (``fgd_scores``), the ``default`` profile's look-ahead (``lookahead``: gap tables, CPU
+pressure, gang reservations), the balance terms (``balance_terms``) and the Alibaba node/pod CSV
+reader (``trace``, also behind the ``alibaba-openb`` cluster spec).
 
-The placement engine and the cluster's NumPy view live in ``scheduler.engine``.
+The placement engine is ``scheduler.engine``; the FGD benchmark harness is ``scheduler.bench.frag``.
 """

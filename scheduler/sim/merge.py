@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from scheduler.sim.plots import plot_report
+from scheduler.bench.simulate.plots import plot_report
 from scheduler.sim.runner import merge_reports
 
 

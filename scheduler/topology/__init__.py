@@ -5,7 +5,7 @@
 * ``Topology.to_dict`` / ``Topology.from_dict``: the JSON form backends carry in annotations;
 * ``scheduler.topology.links``: bandwidth per link class and generation;
 * ``scheduler.topology.cost``: ring all-reduce bandwidth/time and predicted iteration time;
-* ``choose_set`` / ``place_job``: the parallelizer; ``scheduler.topology.baselines``: besteffort,
+* ``choose_set`` / ``place_job``: the parallelizer; ``scheduler.bench.topology.baselines``: besteffort,
   first fit, random.
 """
 

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler.bench.frag.experiment import inflate
+from scheduler.bench.frag.metrics import bin_by_arrived, mean_sd
 from scheduler.engine.arrays import ClusterArrays
-from scheduler.frag.experiment import inflate
 from scheduler.frag.fragmentation import (
     TargetWorkload,
     _shared_per_shape_reference,
@@ -19,7 +20,6 @@ from scheduler.frag.fragmentation import (
     shared_fragment_after,
     sigmoid_score,
 )
-from scheduler.frag.metrics import bin_by_arrived, mean_sd
 from scheduler.frag.trace import TraceError, load_nodes, load_pods
 from scheduler.model import Gpu, Node, Placement, TaskRequest
 
@@ -272,7 +272,7 @@ def test_a_missing_node_file_is_reported_by_name(tmp_path: Path) -> None:
 
 
 def test_whole_gpu_profiles_are_credited_with_what_pods_asked_for_not_what_they_hold() -> None:
-    from scheduler.frag.experiment import run_policy
+    from scheduler.bench.frag.experiment import run_policy
 
     nodes = [
         Node(

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scheduler.bench.interference.evaluate import cross_validate, metrics
 from scheduler.interference.datasets import PairRecord
-from scheduler.interference.evaluate import cross_validate, metrics
 from scheduler.interference.models import InterferenceModel, pack_decision
 from scheduler.interference.predict import SetQuery, predict_sets
 from scheduler.interference.store import (

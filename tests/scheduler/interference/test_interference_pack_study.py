@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import pytest
 from threadpoolctl import threadpool_limits
 
+from scheduler.bench.interference.pack_study import nested_pack_study
 from scheduler.interference.datasets import PairRecord
 from scheduler.interference.models import InterferenceModel
-from scheduler.interference.pack_study import nested_pack_study
 from tests.scheduler.interference.conftest import FAMILIES
 
 

@@ -76,7 +76,7 @@ def test_reports_merge_by_policy_and_average_over_traces() -> None:
 
 
 def test_ours_is_compared_with_the_other_policy_of_lowest_average_jct() -> None:
-    from scheduler.sim.report import vs_best_other
+    from scheduler.bench.simulate.report import vs_best_other
 
     def s(jct: float, util: float) -> dict[str, float]:
         return {"avg_jct_s": jct, "useful_util": util, "useful_util_contended": util}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scheduler.topology.baselines import besteffort, first_fit, pair_scores, partition_count, random_fit
+from scheduler.bench.topology.baselines import besteffort, first_fit, pair_scores, partition_count, random_fit
 from tests.scheduler.topology.topo_helpers import dgx1_volta_test_node, nv_pairs_node
 
 

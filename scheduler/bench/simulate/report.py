@@ -1,4 +1,4 @@
-"""``python -m scheduler.sim.report docs/results/sim_*.json``: markdown tables of simulation reports."""
+"""``python -m scheduler.bench.simulate.report docs/results/sim_*.json``: markdown tables of simulation reports."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Markdown tables of ``frag`` results beside the FGD paper's published means.
 
-``python -m scheduler.frag.report RESULTS.json... [--reference summary_by_workload_policy.csv]``
+``python -m scheduler.bench.frag.report RESULTS.json... [--reference summary_by_workload_policy.csv]``
 prints, per workload, unallocated GPU % at arrived 100 % (mean ± sd over seeds) per policy, and the
 published mean where the reference summary has one.
 """

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.topology.baselines import besteffort, first_fit, random_fit
+from scheduler.bench.topology.baselines import besteffort, first_fit, random_fit
 from scheduler.topology.cost import INF, CommProfile, iteration_time, ring_bandwidth
 from scheduler.topology.graph import Topology
 from scheduler.topology.parser import parse_topology, read_topology_file

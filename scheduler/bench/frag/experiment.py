@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.bench.frag.metrics import bin_by_arrived
 from scheduler.engine.arrays import ClusterArrays
 from scheduler.engine.placement import PlacementEngine
 from scheduler.frag.fragmentation import TargetWorkload, node_fragment
-from scheduler.frag.metrics import bin_by_arrived
 from scheduler.framework import CycleState, Profile
 from scheduler.model import GPU_MILLI, ClusterSnapshot, Node, TaskRequest
 from scheduler.profiles import get_profile
