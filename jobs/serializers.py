@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from config.api import StrictInputMixin
 from jobs import selectors, specs
-from jobs.models import FAILURE_CHOICES, Job, JobEvent, Task
+from jobs.models import FAILURE_CHOICES, Job, JobEvent, JobKind, Task, WorkspaceApp
 
 
 @extend_schema_field({"oneOf": [{"type": "integer"}, {"type": "string", "maxLength": 200}]})
@@ -202,7 +202,7 @@ class JobCreateInput(StrictInputMixin, serializers.Serializer):
         help_text="Seconds between SIGTERM and SIGKILL when preempted; null = the platform default.",
     )
     kind = serializers.ChoiceField(
-        choices=specs.KINDS,
+        choices=JobKind.choices,
         required=False,
         default="batch",
         help_text="batch, or workspace: a server (JupyterLab, TensorBoard, any HTTP app) opened through "
@@ -210,7 +210,7 @@ class JobCreateInput(StrictInputMixin, serializers.Serializer):
         "(docs/workspaces.md).",
     )
     workspace_app = serializers.ChoiceField(
-        choices=specs.WORKSPACE_APPS, required=False, default="", allow_blank=True
+        choices=WorkspaceApp.choices, required=False, default="", allow_blank=True
     )
     workspace_port = _int(min_value=1024, max_value=65535, required=False, allow_null=True, default=None)
 

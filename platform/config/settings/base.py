@@ -269,6 +269,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # "kind" is also a preemption's (preempted | migrated): the job's choice sets get names of their own.
+    "ENUM_NAME_OVERRIDES": {
+        "JobKindEnum": "jobs.models.JobKind",
+        "WorkspaceAppEnum": "jobs.models.WorkspaceApp",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "config.openapi.add_common_error_responses",
