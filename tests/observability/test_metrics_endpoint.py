@@ -138,6 +138,7 @@ def test_metrics_parse_with_the_prometheus_parser_and_follow_the_naming_rules(db
                 "kind",
                 "rule",
                 "le",
+                "model",  # the interference model in use: one series
             }
             for s in family.samples
         ), family.name
