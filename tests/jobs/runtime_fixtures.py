@@ -15,9 +15,13 @@ from django.contrib.auth import get_user_model
 
 from accounts.models import Membership, Role, Team
 from images.models import JobImage
+from jobs import scheduling
+from jobs.binding import job_bind, task_spec
 from jobs.models import Job
+from jobs.placements import task_placement
 from jobs.services import job_submit
 from jobs.specs import JobSpec
+from jobs.states import JobStatus
 from quotas.services import quota_ensure
 from scheduler.backends.simulated import SimulatedBackend
 
@@ -115,3 +119,29 @@ def local_backend(settings: Any, tmp_path: Path, virtual_gpus: int) -> Iterator[
     yield backend
     for job_dir in backend.jobs_dir.glob("[0-9]*"):
         backend.delete_job(job_dir.name)
+
+
+def started(backend: Any, job: Job) -> Job:
+    """Schedule and bind ``job``: it is STARTING on ``backend``."""
+    scheduling.run_scheduling_cycle(backend=backend)
+    assert job_bind(job_id=job.pk, backend=backend) == "bound"
+    job.refresh_from_db()
+    assert job.status == JobStatus.STARTING.value
+    return job
+
+
+def reasons(job: Job, status: JobStatus) -> list[str]:
+    """The reasons of the job's events that entered ``status``."""
+    return list(job.events.filter(to_status=status.value).values_list("reason", flat=True))
+
+
+def fail_replica_1(sim: SimulatedBackend, clock: Any, job: Job, env: dict[str, str]) -> None:
+    """Rebind replica 1 of a running 2-task job as a task that fails at once with ``env``."""
+    sim.delete_job(str(job.pk))
+    for task in job.tasks.all():
+        spec = task_spec(job, task)
+        if task.index == 1:
+            spec.env.update(env)
+            spec.sim_duration_s = 0.0
+        sim.bind(spec, task_placement(job, task))
+    clock.advance(20)

@@ -78,7 +78,8 @@ def test_giving_up_after_retries_fails_the_job_and_releases_everything(sim, rese
     job = admitted(sim, submit(researcher, image, gpus=1, replicas=2))
     # Half the gang made it before the backend became unreachable.
     first = Task.objects.get(job=job, index=0)
-    from jobs.binding import task_placement, task_spec
+    from jobs.binding import task_spec
+    from jobs.placements import task_placement
 
     sim.bind(task_spec(job, first), task_placement(job, first))
     assert job_bind_gave_up(job_id=job.pk, reason="API server timed out", backend=sim) is True

@@ -101,7 +101,8 @@ def test_one_failed_replica_fails_the_gang_and_stops_the_others(sim, clock, rese
     assert Job.objects.get(pk=job.pk).status == JobStatus.RUNNING.value
     # Rebind replica 1 as a task that fails at once (what a crashed process looks like).
     sim.delete_job(str(job.pk))
-    from jobs.binding import task_placement, task_spec
+    from jobs.binding import task_spec
+    from jobs.placements import task_placement
 
     for task in job.tasks.all():
         spec = task_spec(job, task)

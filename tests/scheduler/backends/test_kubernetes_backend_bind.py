@@ -7,16 +7,6 @@ from collections.abc import Iterator
 
 import kmock
 import pytest
-from kube_emulator import (
-    PODS,
-    SERVICES,
-    Emulator,
-    add_node,
-    fail_next,
-    running_emulator,
-    serve_bindings,
-    stored,
-)
 
 from scheduler.backends.base import (
     PermanentBackendError,
@@ -27,6 +17,16 @@ from scheduler.backends.base import (
 from scheduler.backends.kubernetes import KubernetesBackend
 from scheduler.backends.kubernetes import contract as c
 from scheduler.model import Placement
+from tests.scheduler.backends.kube_emulator import (
+    PODS,
+    SERVICES,
+    Emulator,
+    add_node,
+    fail_next,
+    running_emulator,
+    serve_bindings,
+    stored,
+)
 
 NS = "gpu-jobs"
 SCHED = "gpu-platform-scheduler"

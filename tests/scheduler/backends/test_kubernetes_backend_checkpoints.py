@@ -11,12 +11,19 @@ from typing import Any
 
 import kmock
 import pytest
-from kube_emulator import PODS, Emulator, add_node, running_emulator, serve_bindings, stored
 
 from scheduler.backends.base import PermanentBackendError, TaskPhase, TaskSpec
 from scheduler.backends.kubernetes import KubernetesBackend
 from scheduler.backends.kubernetes import contract as c
 from scheduler.model import Placement
+from tests.scheduler.backends.kube_emulator import (
+    PODS,
+    Emulator,
+    add_node,
+    running_emulator,
+    serve_bindings,
+    stored,
+)
 
 NS = "gpu-jobs"
 SCHED = "gpu-platform-scheduler"

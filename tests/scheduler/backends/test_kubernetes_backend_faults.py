@@ -7,11 +7,19 @@ from collections.abc import Iterator
 
 import kmock
 import pytest
-from kube_emulator import NODES, PODS, Emulator, add_node, fail_next, running_emulator, serve_bindings
 
 from scheduler.backends.base import PermanentBackendError, TaskSpec, TransientBackendError
 from scheduler.backends.kubernetes import KubernetesBackend, create_kubernetes_backend
 from scheduler.model import Placement
+from tests.scheduler.backends.kube_emulator import (
+    NODES,
+    PODS,
+    Emulator,
+    add_node,
+    fail_next,
+    running_emulator,
+    serve_bindings,
+)
 
 NS = "gpu-jobs"
 

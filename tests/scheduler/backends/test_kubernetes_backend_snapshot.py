@@ -8,7 +8,6 @@ from typing import Any
 
 import kubernetes.client
 import pytest
-from kube_emulator import NODES, PODS, Emulator, add_node, running_emulator, serve_bindings, stored
 
 from scheduler.backends.base import TaskSpec
 from scheduler.backends.kubernetes import KubernetesBackend
@@ -16,6 +15,15 @@ from scheduler.backends.kubernetes import contract as c
 from scheduler.engine.schedule import schedule
 from scheduler.framework import Profile
 from scheduler.model import JobRequest, Placement, TaskRequest
+from tests.scheduler.backends.kube_emulator import (
+    NODES,
+    PODS,
+    Emulator,
+    add_node,
+    running_emulator,
+    serve_bindings,
+    stored,
+)
 
 NS = "gpu-jobs"
 GPUS = json.dumps([{"index": i, "uuid": f"GPU-{i}", "model": "L40S", "memory_mib": 46068} for i in range(4)])

@@ -10,12 +10,19 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from kube_emulator import PODS, Emulator, add_node, running_emulator, serve_bindings, stored
 
 from scheduler.backends.base import PlacementConflictError, TaskSpec
 from scheduler.backends.kubernetes import KubernetesBackend
 from scheduler.backends.kubernetes import contract as c
 from scheduler.model import Placement
+from tests.scheduler.backends.kube_emulator import (
+    PODS,
+    Emulator,
+    add_node,
+    running_emulator,
+    serve_bindings,
+    stored,
+)
 
 NS = "gpu-jobs"
 GPUS = json.dumps(

@@ -8,13 +8,20 @@ from typing import Any
 
 import kubernetes.client
 import pytest
-from kube_emulator import PODS, Emulator, add_node, running_emulator, serve_bindings, stored
 
 from scheduler.backends.kubernetes import KubernetesBackend
 from scheduler.backends.kubernetes import contract as c
 from scheduler.engine.schedule import schedule
 from scheduler.framework import Profile
 from scheduler.model import TaskRequest
+from tests.scheduler.backends.kube_emulator import (
+    PODS,
+    Emulator,
+    add_node,
+    running_emulator,
+    serve_bindings,
+    stored,
+)
 
 SCHED = "gpu-platform-scheduler"
 GPUS = json.dumps([{"index": i, "uuid": f"GPU-{i}", "model": "A10", "memory_mib": 24576} for i in range(2)])

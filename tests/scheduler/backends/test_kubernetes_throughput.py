@@ -7,12 +7,12 @@ from collections.abc import Iterator
 import kmock
 import kubernetes.client
 import pytest
-from kube_emulator import Emulator, add_node, running_emulator, serve_bindings
 
 from scheduler.backends.base import TaskPhase, TaskSpec
 from scheduler.backends.kubernetes import KubernetesBackend
 from scheduler.backends.kubernetes import contract as c
 from scheduler.model import Placement
+from tests.scheduler.backends.kube_emulator import Emulator, add_node, running_emulator, serve_bindings
 
 NS = "gpu-jobs"
 
