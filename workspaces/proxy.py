@@ -130,7 +130,10 @@ def _forwarded_cookie(header: str) -> str:
 def _upstream_url(target: str, scope: Scope, *, websocket: bool = False) -> str:
     base = target.replace("http://", "ws://", 1).replace("https://", "wss://", 1) if websocket else target
     query = scope.get("query_string", b"").decode("latin-1")
-    return base + quote(scope["path"], safe="/%:@!$&'()*+,;=-._~") + (f"?{query}" if query else "")
+    # The path as the browser sent it (an encoded slash in a file name stays encoded).
+    raw = scope.get("raw_path")
+    path = raw.decode("latin-1") if raw else quote(scope["path"], safe="/%:@!$&'()*+,;=-._~")
+    return base + path + (f"?{query}" if query else "")
 
 
 async def _answer(
@@ -164,7 +167,7 @@ async def _refuse(scope: Scope, send: Send, opened: Opened | str | None) -> None
 async def workspace_proxy(scope: Scope, receive: Receive, send: Send) -> None:
     match = PATH.match(scope["path"])
     assert match is not None  # config.asgi routes only workspace paths here
-    cookie = ", ".join(v for k, v in _headers(scope) if k == "cookie").replace(", ", "; ")
+    cookie = "; ".join(v for k, v in _headers(scope) if k == "cookie")
     opened = await sync_to_async(_open)(int(match["job_id"]), cookie)
     if not isinstance(opened, Opened):
         await _refuse(scope, send, opened)
