@@ -17,11 +17,13 @@ from datetime import datetime, timedelta
 import httpx
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from jobs import dispatch
 from jobs.models import Job, JobKind, WorkspaceApp
-from jobs.services import JobConflict, job_cancel
+from jobs.services import JobConflict, job_cancel, job_transition
 from jobs.states import JobStatus
 from workspaces.access import workspace_token
 from workspaces.models import WorkspaceActivity
@@ -67,6 +69,16 @@ def last_activity(job: Job, *, now: datetime) -> datetime:
     return max(times) if times else now
 
 
+def _stop_as_platform(job: Job, reason: str) -> bool:
+    with transaction.atomic():
+        moved = job_transition(
+            job=job, to=JobStatus.STOPPING, actor="system", reason=reason, expected_from=JobStatus.RUNNING
+        )
+        if moved:
+            dispatch.request_stop(job.pk)  # after commit
+    return moved
+
+
 def cull_idle_workspaces(*, now: datetime | None = None, idle_seconds: float | None = None) -> list[Culled]:
     """Stop every running workspace idle for ``idle_seconds`` (default: the setting); returns them."""
     now = now or timezone.now()
@@ -85,7 +97,11 @@ def cull_idle_workspaces(*, now: datetime | None = None, idle_seconds: float | N
         )
         try:
             job_cancel(job=job, user=job.user, reason=reason)
-        except (JobConflict, PermissionDenied) as exc:
+        except PermissionDenied:
+            # Its owner may no longer cancel it (left the team, made a viewer): the platform stops it.
+            if not _stop_as_platform(job, reason):
+                continue
+        except JobConflict as exc:
             logger.info("workspace %s not culled: %s", job.pk, exc)
             continue
         culled.append(Culled(job_id=job.pk, idle_seconds=idle))

@@ -113,3 +113,21 @@ def test_a_request_through_the_proxy_postpones_culling(researcher, image, settin
     app.refresh_from_db()
     assert app.status == JobStatus.STOPPING.value
     assert app.events.last().reason.startswith("culled: idle for 12 min")
+
+
+def test_a_workspace_whose_owner_may_no_longer_cancel_it_is_still_culled(
+    researcher, team, image, settings
+) -> None:
+    from accounts.models import Membership, Role
+
+    settings.WORKSPACE_IDLE_SECONDS = 60
+    app = _submit(researcher, image, kind="workspace", workspace_app="http", command="python -m http.server")
+    started = timezone.now() - timedelta(hours=2)
+    Job.objects.filter(pk=app.pk).update(
+        status=JobStatus.RUNNING.value, started_at=started, run_started_at=started
+    )
+    Membership.objects.filter(user=researcher, team=team).update(role=Role.VIEWER)
+
+    assert [c.job_id for c in cull_idle_workspaces()] == [app.pk]
+    app.refresh_from_db()
+    assert app.status == JobStatus.STOPPING.value and app.events.last().actor == "system"
