@@ -31,7 +31,7 @@ from tests.jobs.runtime_fixtures import (  # noqa: F401  (fixtures)
     submit,
     team,
 )
-from tests.scheduler.interference.conftest import synthetic_records
+from tests.scheduler.interference.interference_helpers import synthetic_records
 
 # A light job alone on a T4, one reading per second as the agent publishes them: the first two are
 # warm-up (dropped with warmup_s=2), then SM ~30 %, memory controller ~10 %, 2.6 GB, ~400 samples/s.

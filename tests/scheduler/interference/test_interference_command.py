@@ -10,7 +10,7 @@ import pytest
 from scheduler.__main__ import main
 from scheduler.interference.datasets import PairRecord
 from scheduler.interference.store import load_model
-from tests.scheduler.interference.conftest import write_gavel_format, write_lucid_format
+from tests.scheduler.interference.interference_helpers import write_gavel_format, write_lucid_format
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from scheduler.interference.datasets import (
     load_profiled_pairs,
     load_test_csv,
 )
-from tests.scheduler.interference.conftest import write_gavel_format, write_lucid_format
+from tests.scheduler.interference.interference_helpers import write_gavel_format, write_lucid_format
 
 
 def test_lucid_format_pairs_are_joined_with_their_solo_profiles(

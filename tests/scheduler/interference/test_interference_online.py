@@ -22,7 +22,7 @@ from scheduler.interference.online import (
     run_split,
     score,
 )
-from tests.scheduler.interference.conftest import write_gavel_format
+from tests.scheduler.interference.interference_helpers import write_gavel_format
 
 LINEAR = default_fit(0, "linear")
 PENALISED = "lucid:alpha|beta"

@@ -12,7 +12,7 @@ from threadpoolctl import threadpool_limits
 from scheduler.bench.interference.pack_study import nested_pack_study
 from scheduler.interference.datasets import PairRecord
 from scheduler.interference.models import InterferenceModel
-from tests.scheduler.interference.conftest import FAMILIES
+from tests.scheduler.interference.interference_helpers import FAMILIES
 
 
 def _fast_fit(records: Sequence[PairRecord], seed: int = 0) -> InterferenceModel:

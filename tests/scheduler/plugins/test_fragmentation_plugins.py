@@ -20,7 +20,7 @@ from scheduler.plugins.fgd_fine import FgdFine
 from scheduler.plugins.fgd_fine_gpus import FgdFineGpus
 from scheduler.plugins.strand_guard import StrandGuard
 from scheduler.profiles import PROFILES
-from tests.scheduler.frag.test_frag_command import write_fixture
+from tests.scheduler.frag.frag_helpers import write_fixture
 
 
 def gpu_node(
