@@ -61,6 +61,10 @@ from scheduler.sim.trace import TraceJob
 EPS = 1e-9
 
 
+class ReplayStalled(RuntimeError):
+    """Jobs wait and nothing runs or arrives: no later cycle can decide otherwise."""
+
+
 @dataclass
 class TeamSimConfig:
     cycle_s: float = 10.0
@@ -168,6 +172,7 @@ class TeamSimulator:
         self.reclaims = 0
         self.cycles = 0
         self.last_view: PolicyView | None = None
+        self.last_decision: Decision | None = None
         # Start times of runs held back by a grace period (the clock wakes there to sample).
         self.starts: list[float] = []
 
@@ -322,9 +327,10 @@ class TeamSimulator:
             t_end = heap[0][0] if heap else math.inf
             t_arr = arrivals[nxt].trace.submit if nxt < n else math.inf
             t_start = self.starts[0] if self.starts else math.inf
-            self.now = min(t_end, t_arr, next_cycle, next_round, t_start)
-            if self.now == math.inf:
-                raise RuntimeError("replay stalled: jobs wait but nothing can ever run")
+            now = min(t_end, t_arr, next_cycle, next_round, t_start)
+            if now == math.inf:
+                raise ReplayStalled(self._stall_message())
+            self.now = now
             changed = False
             while self.starts and self.starts[0] <= self.now + EPS:
                 heapq.heappop(self.starts)
@@ -364,11 +370,20 @@ class TeamSimulator:
         view = self.view(rounds=rounds)
         self.last_view = view
         decision = plan_cycle(view, self.policy)
+        self.last_decision = decision
         self.cycles += 1
         self.apply(decision, heap)
         if self.observer is not None:
             self.observer(self)
         return bool(decision.evictions or decision.migrations)
+
+    def _stall_message(self) -> str:
+        reasons = self.last_decision.unschedulable if self.last_decision is not None else {}
+        job_id = next(iter(self.queue))
+        return (
+            f"replay stalled at t={self.now:.0f} s: {len(self.queue)} job(s) wait, {len(self.running)} run; "
+            f"e.g. {job_id}: {reasons.get(job_id, 'no reason recorded')}"
+        )
 
     def _result(self) -> TeamSimResult:
         jobs = self.jobs

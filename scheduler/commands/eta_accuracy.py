@@ -18,7 +18,7 @@ from typing import Any
 
 from scheduler.bench.team_cli import add_replay_arguments, replay_inputs, write_report
 from scheduler.bench.team_reports import eta_report
-from scheduler.bench.team_sim import TeamSimConfig
+from scheduler.bench.team_sim import ReplayStalled, TeamSimConfig
 from scheduler.commands import CommandError
 
 
@@ -44,10 +44,13 @@ def run(args: argparse.Namespace) -> int:
     if args.every_s <= 0 or args.min_wait_s <= 0:
         raise CommandError("--every-s and --min-wait-s must be > 0")
     config = TeamSimConfig(cycle_s=args.cycle_s, grace_s=args.grace_s)
-    report = eta_report(
-        args.trace, spec, policy=args.policy, start=args.start, limit=args.limit, config=config,
-        every_s=args.every_s, min_wait_s=args.min_wait_s,
-    )  # fmt: skip
+    try:
+        report = eta_report(
+            args.trace, spec, policy=args.policy, start=args.start, limit=args.limit, config=config,
+            every_s=args.every_s, min_wait_s=args.min_wait_s,
+        )  # fmt: skip
+    except ReplayStalled as exc:
+        raise CommandError(str(exc)) from None
     write_report(args, report)
     best = report["estimators"]["conditional_remaining"]
     print(f"ETA error median {best['median_rel_error']}, p90 {best['p90_rel_error']} -> {args.json_out}")

@@ -17,7 +17,8 @@ from typing import Any
 
 from scheduler.bench.team_cli import add_replay_arguments, replay_inputs, write_report
 from scheduler.bench.team_reports import fairness_report
-from scheduler.bench.team_sim import TeamSimConfig
+from scheduler.bench.team_sim import ReplayStalled, TeamSimConfig
+from scheduler.commands import CommandError
 
 
 def register(subparsers: Any) -> None:
@@ -34,9 +35,12 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     spec = replay_inputs(args)
     config = TeamSimConfig(cycle_s=args.cycle_s, grace_s=args.grace_s)
-    report = fairness_report(
-        args.trace, spec, policy=args.policy, start=args.start, limit=args.limit, config=config
-    )
+    try:
+        report = fairness_report(
+            args.trace, spec, policy=args.policy, start=args.start, limit=args.limit, config=config
+        )
+    except ReplayStalled as exc:
+        raise CommandError(str(exc)) from None
     write_report(args, report)
     goals = report["goals"]
     print(
