@@ -134,3 +134,37 @@ def test_gpuctl_submits_a_workspace_without_a_spec_file_and_says_where_to_open_i
     assert f"{live_server.url}/workspaces/{job_id}/" in done.stdout
     without = subprocess.run(run[:4], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert without.returncode == 2 and "-f" in without.stderr
+
+
+def test_the_job_page_offers_open_only_for_a_running_workspace_and_tensorboard_for_a_batch_job(
+    client, member, image, api_client_for
+) -> None:
+    from jobs.models import Job
+
+    api = api_client_for(member)
+    workspace = api.post(JOBS, _workspace(image), format="json").json()["id"]
+    batch = api.post(
+        JOBS, {"image": image.reference, "team": "vision", "command": "python t.py"}, format="json"
+    )
+    client.force_login(member)
+
+    queued = client.get(f"/jobs/{workspace}/").content.decode()
+    assert 'id="open-workspace"' not in queued and 'id="open-later"' in queued
+    Job.objects.filter(pk=workspace).update(status="RUNNING")
+    running = client.get(f"/jobs/{workspace}/").content.decode()
+    assert f'href="/workspaces/{workspace}/lab"' in running and 'id="tensorboard-button"' not in running
+    assert 'id="tensorboard-button"' in client.get(f"/jobs/{batch.json()['id']}/").content.decode()
+
+
+def test_the_workspace_form_starts_a_workspace_and_shows_field_errors(client, member, image) -> None:
+    client.force_login(member)
+    bad = client.post("/workspaces/new/", {"team": "vision", "image": image.reference, "gpu_milli": "5000"})
+    assert bad.status_code == 400 and "gpu_milli" in bad.content.decode()
+
+    good = client.post("/workspaces/new/", {"team": "vision", "image": image.reference, "gpu_milli": "250"})
+
+    assert good.status_code == 302
+    from jobs.models import Job
+
+    job = Job.objects.get(pk=int(good["Location"].rstrip("/").split("/")[-1]))
+    assert (job.kind, job.gpu_milli, job.workspace_app) == ("workspace", 250, "jupyterlab")
