@@ -98,3 +98,66 @@ def test_jobs_modules_import_each_other_in_one_direction() -> None:
     # Services and tasks call down (binding, dispatch, scheduling, sync): nothing calls back up, not
     # even through an import inside a function.
     assert _cycle(_jobs_imports()) == []
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, at any depth of the file (a late import counts too)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return found
+
+
+def test_the_engine_imports_no_plugin_and_the_framework_does_not_run_the_engine() -> None:
+    # framework <- engine <- plugins, one way: the engine takes what fits from engine.fit, not from a
+    # plugin, and the framework (Protocols, registry, profiles) never runs the engine.
+    scheduler = ROOT / "scheduler"
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sorted((scheduler / "engine").glob("*.py"))
+        for name in sorted(_imported_modules(path))
+        if name.startswith("scheduler.plugins")
+    ]
+    offenders += [
+        f"scheduler/framework.py imports {name}"
+        for name in sorted(_imported_modules(scheduler / "framework.py"))
+        if name.startswith("scheduler.engine")
+        and name != "scheduler.engine.arrays.ClusterArrays"
+        and name != "scheduler.engine.arrays"
+    ]
+    assert offenders == []
+
+
+def test_every_plugin_module_registers_one_plugin() -> None:
+    counts = {}
+    for path in sorted((ROOT / "scheduler" / "plugins").glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        counts[path.name] = sum(
+            1
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ClassDef)
+            for d in node.decorator_list
+            if isinstance(d, ast.Call) and getattr(d.func, "id", "") == "register"
+        )
+    assert {name: n for name, n in counts.items() if n > 1} == {}
+
+
+def test_the_library_imports_no_benchmark_harness() -> None:
+    # scheduler/bench and the CLI (scheduler/commands) may use the library; the library may not use
+    # them. ``scheduler.sim.merge`` is a command-line merge of simulate runs and plots what it merges.
+    allowed = ("bench/", "commands/", "__main__.py", "sim/merge.py")
+    offenders = []
+    for path in sorted((ROOT / "scheduler").rglob("*.py")):
+        rel = path.relative_to(ROOT / "scheduler").as_posix()
+        if rel.startswith(allowed):
+            continue
+        offenders += [
+            f"{rel} imports {n}" for n in sorted(_imported_modules(path)) if n.startswith("scheduler.bench")
+        ]
+    assert offenders == []
