@@ -1,6 +1,6 @@
 """Fine-grained, interference- and topology-aware GPU scheduler: a pure library.
 
-Entry point: :func:`scheduler.framework.schedule` ``(snapshot, pending, profile) -> Decision``.
+Entry point: :func:`scheduler.engine.schedule.schedule` ``(snapshot, pending, profile) -> Decision``.
 Nothing under this package (except ``backends.kubernetes`` and ``agent``) may import Django.
 """
 

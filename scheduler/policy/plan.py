@@ -13,7 +13,7 @@ The steps, in order (each an extension point of its own module):
    the simulator runs too, over its own state): unpacking (rule ``unpack``), preemption (``priority``
    and, preemptive policies, ``las``), unpack on idle (``unpack-idle``) and the drain (``Migration``
    records, rule ``drain``), over ``_ClusterRound``, the round's view of the working copy below;
-4. **placement** by the policy's profile (``scheduler.framework.schedule``) on the cluster *as the
+4. **placement** by the policy's profile (``scheduler.engine.schedule``) on the cluster *as the
    evictions and migrations leave it*: the drain's target first, then the moved jobs (their
    ``Migration.to``), then the queue in order.
 
