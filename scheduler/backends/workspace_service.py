@@ -51,3 +51,69 @@ def service_body(
 def service_target(*, job_id: str, namespace: str, port: int) -> str:
     """Where the proxy reaches the workspace through its Service (cluster DNS)."""
     return f"http://{service_name(job_id)}.{namespace}.svc:{port}"
+
+
+class WorkspaceServices:
+    """The Kubernetes backend's workspace side, mixed into KubernetesBackend: the Service is created
+    with a workspace's pod and deleted with its job; the proxy asks ``workspace_target``."""
+
+    namespace: str
+    client: Any
+    api: Any
+
+    def ensure_workspace_service(self, spec: Any) -> None:
+        """Create the Service of ``spec``'s job when it is a workspace (409: it exists, fine)."""
+        port = workspace_port(spec.env)
+        if port is None:
+            return
+        from scheduler.backends.kubernetes.pods import job_labels
+
+        labels = job_labels(spec.job_id)
+        body = service_body(
+            job_id=spec.job_id, namespace=self.namespace, port=port, selector=labels, labels=labels
+        )
+        self.client.call(
+            f"create service {body['metadata']['name']}",
+            self.api.create_namespaced_service,
+            self.namespace,
+            body,
+            tolerate=(409,),
+        )
+
+    def delete_workspace_service(self, job_id: str) -> None:
+        """Delete the job's workspace Service if it has one (a read first: batch jobs have none)."""
+        found = self.client.call(
+            f"read service {service_name(job_id)}",
+            self.api.read_namespaced_service,
+            service_name(job_id),
+            self.namespace,
+            tolerate=(404,),
+        )
+        if getattr(found, "metadata", None) is None:
+            return
+        self.client.call(
+            f"delete service {service_name(job_id)}",
+            self.api.delete_namespaced_service,
+            service_name(job_id),
+            self.namespace,
+            tolerate=(404,),
+        )
+
+    def workspace_target(self, job_id: str) -> str | None:
+        """The Service's address while the workspace's pod runs, else None."""
+        from scheduler.backends.base import TaskPhase
+
+        # The backend's own task_statuses (this class is only ever mixed into it).
+        statuses = self.task_statuses(job_id)  # type: ignore[attr-defined]
+        running = [s for s in statuses if s.phase is TaskPhase.RUNNING]
+        if not running:
+            return None
+        service = self.client.call(
+            f"read service {service_name(job_id)}",
+            self.api.read_namespaced_service,
+            service_name(job_id),
+            self.namespace,
+            tolerate=(404,),
+        )
+        ports = getattr(getattr(service, "spec", None), "ports", None) or []
+        return service_target(job_id=job_id, namespace=self.namespace, port=ports[0].port) if ports else None

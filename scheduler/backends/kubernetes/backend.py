@@ -53,12 +53,13 @@ from scheduler.backends.kubernetes.client import ApiCaller, Tolerated
 from scheduler.backends.kubernetes.nodes import gpu_uuids, node_from_kubernetes
 from scheduler.backends.kubernetes.watch import PodWatch
 from scheduler.backends.throughput import parse_log
+from scheduler.backends.workspace_service import WorkspaceServices
 from scheduler.model import GPU_MILLI, ClusterSnapshot, JobRequest, Node, Placement, reserve
 
 log = logging.getLogger(__name__)
 
 
-class KubernetesBackend:
+class KubernetesBackend(WorkspaceServices):
     """ClusterBackend for one namespace of one cluster. Safe to call from several worker processes:
     every write is idempotent and the cluster, not this object, holds the state."""
 
@@ -304,6 +305,7 @@ class KubernetesBackend:
         together with the others when the last rank's pod exists (gang: all or none)."""
         if spec.world_size <= 1:
             self._check_capacity([placement])
+            self.ensure_workspace_service(spec)  # a workspace's Service (docs/workspaces.md)
             self._bind_pod(self._create_pod(spec, placement), placement.node)
             return
         self._check_capacity([placement])
@@ -327,6 +329,7 @@ class KubernetesBackend:
         self._check_capacity([by_task[spec.task_id] for spec in specs])
         if len(specs) > 1 or specs[0].world_size > 1:
             self._ensure_service(job_id)
+        self.ensure_workspace_service(specs[0])
         created = [self._create_pod(spec, by_task[spec.task_id]) for spec in specs]
         self._bind_all(job_id, created)
 
@@ -420,6 +423,7 @@ class KubernetesBackend:
             self.namespace,
             tolerate=(404,),
         )
+        self.delete_workspace_service(job_id)
         self.watch.lost = {name: s for name, s in self.watch.lost.items() if s.job_id != job_id}
 
     def preempt_job(self, job_id: str, grace_seconds: float) -> None:
