@@ -89,6 +89,13 @@ def _int(**kwargs: Any) -> serializers.IntegerField:
     )
 
 
+def _bounded(name: str, **kwargs: Any) -> serializers.IntegerField:
+    """An optional integer field of the spec: bounds from ``specs.INT_BOUNDS``, default from JobSpec."""
+    low, high = specs.INT_BOUNDS[name]
+    kwargs.setdefault("default", specs.JobSpec.default_of(name))
+    return _int(min_value=low, max_value=high, required=False, **kwargs)
+
+
 def _number(**kwargs: Any) -> serializers.FloatField:
     return serializers.FloatField(error_messages=_bounds_messages(kwargs, "A number is required."), **kwargs)
 
@@ -143,29 +150,27 @@ class JobCreateInput(StrictInputMixin, serializers.Serializer):
         "share = gpu_milli of one GPU, whole = gpus >= 1 whole GPUs. Checked against gpus and gpu_milli; "
         "not stored.",
     )
-    gpus = _int(min_value=0, max_value=specs.MAX_GPUS, required=False, default=0)
-    gpu_milli = _int(min_value=1, max_value=999, required=False, allow_null=True, default=None)
-    gpu_memory_mib = _int(min_value=0, max_value=specs.MAX_GPU_MEMORY_MIB, required=False, default=0)
+    gpus = _bounded("gpus")
+    gpu_milli = _bounded("gpu_milli", allow_null=True)
+    gpu_memory_mib = _bounded("gpu_memory_mib")
     gpu_models = _strings(specs.MAX_GPU_MODELS, specs.MAX_GPU_MODEL, required=False, default=list)
-    cpu_milli = _int(min_value=1, max_value=specs.MAX_CPU_MILLI, required=False, default=1000)
-    memory_mib = _int(min_value=1, max_value=specs.MAX_MEMORY_MIB, required=False, default=2048)
-    replicas = _int(min_value=1, max_value=specs.MAX_REPLICAS, required=False, default=1)
+    cpu_milli = _bounded("cpu_milli")
+    memory_mib = _bounded("memory_mib")
+    replicas = _bounded("replicas")
     priority = PriorityField(
-        min_value=-specs.MAX_PRIORITY,
-        max_value=specs.MAX_PRIORITY,
+        min_value=specs.INT_BOUNDS["priority"][0],
+        max_value=specs.INT_BOUNDS["priority"][1],
         required=False,
-        default=0,
+        default=specs.JobSpec.default_of("priority"),
         error_messages=_bounds_messages(
-            {"min_value": -specs.MAX_PRIORITY, "max_value": specs.MAX_PRIORITY},
+            dict(zip(("min_value", "max_value"), specs.INT_BOUNDS["priority"], strict=True)),
             "A valid integer is required.",
         ),
         help_text="Higher first; or a class: low (-100), normal (0), high (100), urgent (500, if an admin "
         "allowed you). A higher class may preempt a lower one of the same team.",
     )
-    max_runtime_seconds = _int(
-        min_value=1, max_value=specs.MAX_RUNTIME_SECONDS, required=False, allow_null=True, default=None
-    )
-    max_retries = _int(min_value=0, max_value=specs.MAX_RETRIES, required=False, default=0)
+    max_runtime_seconds = _bounded("max_runtime_seconds", allow_null=True)
+    max_retries = _bounded("max_retries")
     slowdown_tolerance = _number(
         min_value=1.0, max_value=specs.MAX_SLOWDOWN_TOLERANCE, required=False, default=1.5
     )
@@ -180,12 +185,8 @@ class JobCreateInput(StrictInputMixin, serializers.Serializer):
     preemptible = serializers.BooleanField(
         required=False, default=True, help_text="Whether the scheduler may stop the job for another one."
     )
-    min_runtime_seconds = _int(
-        min_value=0,
-        max_value=specs.MAX_MIN_RUNTIME_SECONDS,
-        required=False,
-        default=0,
-        help_text="Each run may not be preempted before it is this old.",
+    min_runtime_seconds = _bounded(
+        "min_runtime_seconds", help_text="Each run may not be preempted before it is this old."
     )
     allow_sharing = serializers.BooleanField(
         required=False,
@@ -193,12 +194,9 @@ class JobCreateInput(StrictInputMixin, serializers.Serializer):
         help_text="A one-GPU job (gpus: 1) that may be packed onto a share of a GPU when the model "
         "predicts it stays within slowdown_tolerance.",
     )
-    preemption_grace_seconds = _int(
-        min_value=0,
-        max_value=specs.MAX_PREEMPTION_GRACE_SECONDS,
-        required=False,
+    preemption_grace_seconds = _bounded(
+        "preemption_grace_seconds",
         allow_null=True,
-        default=None,
         help_text="Seconds between SIGTERM and SIGKILL when preempted; null = the platform default.",
     )
     kind = serializers.ChoiceField(
@@ -212,7 +210,7 @@ class JobCreateInput(StrictInputMixin, serializers.Serializer):
     workspace_app = serializers.ChoiceField(
         choices=WorkspaceApp.choices, required=False, default="", allow_blank=True
     )
-    workspace_port = _int(min_value=1024, max_value=65535, required=False, allow_null=True, default=None)
+    workspace_port = _bounded("workspace_port", allow_null=True)
 
 
 class JobValidateOutput(serializers.Serializer):

@@ -19,7 +19,8 @@ Contract (DESIGN.md §4), shared by the REST API, the browser form and the CLI:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any
 
 from scheduler.backends.base import is_loader_env
 
@@ -47,6 +48,24 @@ MAX_PREEMPTION_GRACE_SECONDS = 3600
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Set by the platform on every task (DESIGN.md §4); a user value would break GPU isolation.
 RESERVED_ENV = re.compile(r"^(NVIDIA_VISIBLE_DEVICES|CUDA_VISIBLE_DEVICES|CUDA_MPS_\w*|GPU_PLATFORM_\w*)$")
+
+
+# Inclusive bounds of the integer fields, stated once: validate_job_spec checks them, and the API's
+# input serializer (jobs.serializers) publishes and enforces the same ones.
+INT_BOUNDS: dict[str, tuple[int, int]] = {
+    "gpus": (0, MAX_GPUS),
+    "gpu_milli": (1, 999),
+    "gpu_memory_mib": (0, MAX_GPU_MEMORY_MIB),
+    "cpu_milli": (1, MAX_CPU_MILLI),
+    "memory_mib": (1, MAX_MEMORY_MIB),
+    "replicas": (1, MAX_REPLICAS),
+    "priority": (-MAX_PRIORITY, MAX_PRIORITY),
+    "max_runtime_seconds": (1, MAX_RUNTIME_SECONDS),
+    "max_retries": (0, MAX_RETRIES),
+    "min_runtime_seconds": (0, MAX_MIN_RUNTIME_SECONDS),
+    "preemption_grace_seconds": (0, MAX_PREEMPTION_GRACE_SECONDS),
+    "workspace_port": (1024, 65535),
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +102,14 @@ class JobSpec:
     def field_names(cls) -> frozenset[str]:
         return frozenset(f.name for f in fields(cls))
 
+    @classmethod
+    def default_of(cls, name: str) -> Any:
+        """The value a spec that leaves ``name`` out gets."""
+        spec_field = next(f for f in fields(cls) if f.name == name)
+        if spec_field.default_factory is not MISSING:
+            return spec_field.default_factory()
+        return spec_field.default
+
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
@@ -92,7 +119,8 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value == value  # not NaN
 
 
-def _int_in(errors: dict[str, list[str]], name: str, value: object, low: int, high: int) -> None:
+def _int_in(errors: dict[str, list[str]], name: str, value: object) -> None:
+    low, high = INT_BOUNDS[name]
     if not _is_int(value):
         errors.setdefault(name, []).append("A valid integer is required.")
     elif not low <= value <= high:  # type: ignore[operator]
@@ -144,26 +172,26 @@ def validate_job_spec(spec: JobSpec) -> dict[str, list[str]]:
                     f"The value of {key[:60]!r} must have at most {MAX_ENV_VALUE} characters and no NUL."
                 )
 
-    _int_in(errors, "gpus", spec.gpus, 0, MAX_GPUS)
+    _int_in(errors, "gpus", spec.gpus)
     if spec.gpu_milli is not None:
-        _int_in(errors, "gpu_milli", spec.gpu_milli, 1, 999)
+        _int_in(errors, "gpu_milli", spec.gpu_milli)
         if _is_int(spec.gpus) and spec.gpus > 0:
             errors.setdefault("gpu_milli", []).append(
                 "gpu_milli asks for a share of one GPU; it cannot be combined with gpus. "
                 "Use gpus for whole GPUs or gpu_milli (1-999) for a share."
             )
-    _int_in(errors, "gpu_memory_mib", spec.gpu_memory_mib, 0, MAX_GPU_MEMORY_MIB)
+    _int_in(errors, "gpu_memory_mib", spec.gpu_memory_mib)
     if "gpu_memory_mib" not in errors and spec.gpu_memory_mib and spec.gpu_milli is None:
         errors["gpu_memory_mib"] = ["gpu_memory_mib applies to a shared GPU only; set gpu_milli too."]
     _strings(errors, "gpu_models", spec.gpu_models, max_items=MAX_GPU_MODELS, max_len=MAX_GPU_MODEL)
 
-    _int_in(errors, "cpu_milli", spec.cpu_milli, 1, MAX_CPU_MILLI)
-    _int_in(errors, "memory_mib", spec.memory_mib, 1, MAX_MEMORY_MIB)
-    _int_in(errors, "replicas", spec.replicas, 1, MAX_REPLICAS)
-    _int_in(errors, "priority", spec.priority, -MAX_PRIORITY, MAX_PRIORITY)
+    _int_in(errors, "cpu_milli", spec.cpu_milli)
+    _int_in(errors, "memory_mib", spec.memory_mib)
+    _int_in(errors, "replicas", spec.replicas)
+    _int_in(errors, "priority", spec.priority)
     if spec.max_runtime_seconds is not None:
-        _int_in(errors, "max_runtime_seconds", spec.max_runtime_seconds, 1, MAX_RUNTIME_SECONDS)
-    _int_in(errors, "max_retries", spec.max_retries, 0, MAX_RETRIES)
+        _int_in(errors, "max_runtime_seconds", spec.max_runtime_seconds)
+    _int_in(errors, "max_retries", spec.max_retries)
     if (
         not _is_number(spec.slowdown_tolerance)
         or not 1.0 <= spec.slowdown_tolerance <= MAX_SLOWDOWN_TOLERANCE
@@ -179,11 +207,9 @@ def validate_job_spec(spec: JobSpec) -> dict[str, list[str]]:
     for name in ("preemptible", "allow_sharing"):
         if not isinstance(getattr(spec, name), bool):
             errors[name] = ["Must be true or false."]
-    _int_in(errors, "min_runtime_seconds", spec.min_runtime_seconds, 0, MAX_MIN_RUNTIME_SECONDS)
+    _int_in(errors, "min_runtime_seconds", spec.min_runtime_seconds)
     if spec.preemption_grace_seconds is not None:
-        _int_in(
-            errors, "preemption_grace_seconds", spec.preemption_grace_seconds, 0, MAX_PREEMPTION_GRACE_SECONDS
-        )
+        _int_in(errors, "preemption_grace_seconds", spec.preemption_grace_seconds)
     errors.update(_workspace_errors(spec))
     if spec.allow_sharing is True and (spec.gpus != 1 or spec.gpu_milli is not None):
         errors.setdefault("allow_sharing", []).append(
@@ -213,7 +239,7 @@ def _workspace_errors(spec: JobSpec) -> dict[str, list[str]]:
     if spec.workspace_port is None:
         errors["workspace_port"] = ["A workspace declares the port it serves HTTP on."]
     else:
-        _int_in(errors, "workspace_port", spec.workspace_port, 1024, 65535)
+        _int_in(errors, "workspace_port", spec.workspace_port)
     if _is_int(spec.replicas) and spec.replicas != 1:
         errors["replicas"] = ["A workspace has exactly one replica."]
     return errors
