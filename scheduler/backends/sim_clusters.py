@@ -12,6 +12,7 @@ names, order, sizes and labels the simulator builds, so a replay through the pla
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,20 @@ def cluster_spec(name: str, data_dir: Path | None = None) -> list[dict[str, Any]
     """
     from scheduler.datapaths import default_data_dir
 
-    return node_dicts(load_cluster_spec(name, data_dir or default_data_dir()))
+    data = data_dir or default_data_dir()
+    path = Path(name) if Path(name).is_file() else SPEC_DIR / f"{name}.yaml"
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        stamp = 0  # not found: load_cluster_spec says so
+    # The platform builds a backend per request (jobs.cluster.get_backend): parse each spec (and the
+    # node list behind it) once per process, and hand every caller its own copy.
+    return json.loads(_nodes_json(name, str(data), stamp))
+
+
+@functools.lru_cache(maxsize=16)
+def _nodes_json(name: str, data_dir: str, stamp: int) -> str:
+    return json.dumps(node_dicts(load_cluster_spec(name, Path(data_dir))))
 
 
 def node_dicts(spec: ClusterSpec) -> list[dict[str, Any]]:
