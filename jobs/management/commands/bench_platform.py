@@ -12,7 +12,9 @@ cluster built from a cluster spec (``scheduler/sim/clusters/``) in a temporary s
 2. **Fill**: one non-preemptible job per node, asking for all of that node's GPUs of its model,
    submitted largest first and admitted and bound by real cycles, so every GPU is taken.
 3. **Waiting jobs grow** to each count of ``--jobs``: GPU jobs of four shapes (one GPU, half a GPU,
-   two GPUs, eight GPUs) that must wait. Each submit is timed. After one cycle that writes every
+   two GPUs, eight GPUs) that must wait. The first ``--submit-samples`` of each count (and one of each
+   shape) are submitted through ``job_submit``, each timed; the rest are bulk copies of those rows
+   (the same columns, no events), so the set-up does not take the benchmark's whole run. After one cycle that writes every
    waiting reason, ``--cycles`` cycles are timed through ``run_scheduling_cycle`` (lease, metrics and
    all), wall and CPU, split into snapshot (the backend's), view (the rest of ``build_view``),
    ``plan_cycle``, persist (placements and waiting reasons written) and other.
@@ -24,6 +26,8 @@ Numbers go to ``--json`` (docs/results/platform_*.json; docs/benchmarks.md has t
 from __future__ import annotations
 
 import contextlib
+import copy
+import cProfile
 import json
 import os
 import platform as host_platform
@@ -40,6 +44,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
+from django.db.models.base import ModelState
 from django.test import override_settings
 
 from accounts.models import Membership, Role, Team
@@ -82,6 +87,16 @@ def _commit() -> str:
         ["git", "rev-parse", "--short", "HEAD"], cwd=settings.BASE_DIR, capture_output=True, text=True
     )
     return done.stdout.strip()
+
+
+def _copy(job: Job, name: str) -> Job:
+    """Another QUEUED row like ``job`` (a submitted one): what job_submit would store for the same spec,
+    written in bulk so 5,000 waiting jobs take seconds to set up, not the benchmark's whole run."""
+    clone = copy.copy(job)
+    clone._state = ModelState()  # a new row, not the template's
+    clone.pk = None
+    clone.name = name
+    return clone
 
 
 class _Split:
@@ -143,12 +158,19 @@ class Command(BaseCommand):
         )
         parser.add_argument("--cycles", type=int, default=5, help="timed cycles per count")
         parser.add_argument("--admit-samples", type=int, default=10, help="submit -> ADMITTED samples")
+        parser.add_argument(
+            "--submit-samples",
+            type=int,
+            default=200,
+            help="waiting jobs per count submitted (and timed) through job_submit; the rest are copies",
+        )
         parser.add_argument("--json", default="", help="write the results here")
+        parser.add_argument("--profile", default="", help="write cProfile stats of the last timed cycle here")
 
     def handle(self, *args: Any, **options: Any) -> None:
         counts = self._counts(options["jobs"])
-        if options["cycles"] < 1 or options["admit_samples"] < 0:
-            raise CommandError("--cycles must be >= 1 and --admit-samples >= 0")
+        if options["cycles"] < 1 or options["admit_samples"] < 0 or options["submit_samples"] < 1:
+            raise CommandError("--cycles and --submit-samples must be >= 1 and --admit-samples >= 0")
         active = Job.objects.filter(status__in=[s.value for s in ACTIVE]).count()
         if active:
             raise CommandError(
@@ -291,8 +313,11 @@ class Command(BaseCommand):
         waiting = 0
         # A shape no node could hold is refused at submit: small clusters get their largest node's size.
         widest = max(len(n.gpus) for n in backend.snapshot().nodes)
+        templates: dict[int, Job] = {}  # a submitted job of each shape, copied past --submit-samples
         for count in counts:
             submits: list[float] = []
+            sampled = 0
+            copies: list[Job] = []
             while waiting < count:
                 gpus, milli = SHAPES[waiting % len(SHAPES)]
                 gpus = min(gpus, widest)
@@ -305,10 +330,18 @@ class Command(BaseCommand):
                     memory_mib=1024,
                     sim_duration_seconds=600.0,
                 )
-                submits.append(self._submit(user, team, image, spec)[1])
+                if sampled < options["submit_samples"] or waiting < len(SHAPES):
+                    job, seconds = self._submit(user, team, image, spec)
+                    submits.append(seconds)
+                    templates[waiting % len(SHAPES)] = job
+                    sampled += 1
+                else:
+                    copies.append(_copy(templates[waiting % len(SHAPES)], spec.name))
                 waiting += 1
+            Job.objects.bulk_create(copies, batch_size=1000)
             self._cycle(backend)  # writes every new waiting reason: a one-off, not what a steady cycle does
-            runs.append(self._timed_cycles(backend, count, submits, options["cycles"]))
+            profile = options["profile"] if count == counts[-1] else ""
+            runs.append(self._timed_cycles(backend, count, submits, options["cycles"], profile))
             queued = Job.objects.filter(team=team, status=JobStatus.QUEUED.value).count()
             if queued != count:
                 raise CommandError(f"{queued} jobs wait, not {count}: the cluster was not full")
@@ -338,16 +371,22 @@ class Command(BaseCommand):
         }
 
     def _timed_cycles(
-        self, backend: SimulatedBackend, count: int, submits: list[float], cycles: int
+        self, backend: SimulatedBackend, count: int, submits: list[float], cycles: int, profile: str = ""
     ) -> dict[str, Any]:
         walls: list[float] = []
         cpus: list[float] = []
         parts: dict[str, list[float]] = {key: [] for key in SPLIT}
         for _ in range(cycles):
             split = _Split()
+            profiler = cProfile.Profile() if profile else None
             with split.installed():
                 wall0, cpu0 = time.perf_counter(), time.process_time()
+                if profiler is not None:
+                    profiler.enable()
                 self._cycle(backend)
+                if profiler is not None:
+                    profiler.disable()
+                    profiler.dump_stats(profile)
                 wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
             walls.append(wall)
             cpus.append(cpu)

@@ -184,6 +184,12 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=60.0, help="per-request timeout, s")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--out", default="docs/results/load_embedded.json")
+        parser.add_argument(
+            "--database-url",
+            default="",
+            help="start the platform on this database (PostgreSQL) instead of the embedded SQLite",
+        )
+        parser.add_argument("--redis-url", default="", help="with --database-url: Redis as broker and cache")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["clients"] < 1 or options["duration"] <= 0:
@@ -200,7 +206,9 @@ class Command(BaseCommand):
             else:
                 tmp = tempfile.TemporaryDirectory(prefix="loadtest-")
                 var = Path(tmp.name) / "var"
-                url, tokens, image, team, platform_process = self._start_embedded(var, options["clients"])
+                url, tokens, image, team, platform_process = self._start_embedded(
+                    var, options["clients"], options["database_url"], options["redis_url"]
+                )
             result = self._run(url, tokens, image, team, options)
             result["target"] = "embedded default (runplatform)" if var is not None else url
             if var is not None:
@@ -224,9 +232,12 @@ class Command(BaseCommand):
 
     # ------------------------------------------------------------------ the platform
 
-    def _env(self, var: Path) -> dict[str, str]:
+    def _env(self, var: Path, database_url: str = "", redis_url: str = "") -> dict[str, str]:
         root = Path(settings.BASE_DIR)
         env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+        # Only what was asked for: the embedded default unless a database (and broker) is named.
+        env.update({"DATABASE_URL": database_url} if database_url else {})
+        env.update({"REDIS_URL": redis_url} if redis_url else {})
         env.update(
             {
                 "DJANGO_SETTINGS_MODULE": "config.settings.dev",
@@ -253,10 +264,10 @@ class Command(BaseCommand):
         return done.stdout
 
     def _start_embedded(
-        self, var: Path, clients: int
+        self, var: Path, clients: int, database_url: str = "", redis_url: str = ""
     ) -> tuple[str, list[str], int, int, subprocess.Popen[bytes]]:
         var.mkdir(parents=True)
-        env = self._env(var)
+        env = self._env(var, database_url, redis_url)
         self._manage(env, "migrate", "--noinput", "-v", "0")
         self._manage(env, "seed_demo")
         seeded = self._manage(env, "shell", "-c", SEED.format(clients=clients))
@@ -353,7 +364,8 @@ class Command(BaseCommand):
                 "warmup_s": warmup,
                 "mix_percent": dict(MIX),
                 "web": "gunicorn (runplatform default)",
-                "database": "SQLite, WAL",
+                "database": "PostgreSQL" if options["database_url"] else "SQLite, WAL",
+                "broker": "Redis" if options["redis_url"] else "file broker",
                 "backend": "simulated",
             },
             "requests": len(everything),
