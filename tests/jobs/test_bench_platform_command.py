@@ -30,7 +30,15 @@ def test_a_tiny_run_writes_one_run_per_waiting_count_with_the_cycle_split(
     private_cache: None, tmp_path: Path
 ) -> None:
     out = tmp_path / "platform.json"
-    call_command("bench_platform", cluster="small", jobs="2,5", cycles=2, admit_samples=1, json=str(out))
+    call_command(
+        "bench_platform",
+        cluster="small",
+        jobs="2,5",
+        cycles=2,
+        admit_samples=1,
+        submit_samples=1,
+        json=str(out),
+    )
     result = json.loads(out.read_text())
     assert [run["jobs"] for run in result["runs"]] == [2, 5]
     for run in result["runs"]:
@@ -40,7 +48,8 @@ def test_a_tiny_run_writes_one_run_per_waiting_count_with_the_cycle_split(
         assert run["split_s_median"]["plan_cycle"] > 0 and run["split_s_median"]["snapshot"] > 0
     assert result["submit_to_admitted_s_median"] > 0
     assert result["config"]["cluster"] == "small" and result["config"]["gpus"] == 2
-    # The cluster stayed full: every waiting job of the last count still waits, with its reason.
+    # The cluster stayed full: every waiting job of the last count (the bulk copy too) still waits, with
+    # its reason.
     waiting = Job.objects.filter(status=JobStatus.QUEUED.value, name__startswith="wait-")
     assert waiting.count() == 5
     assert all(job.pending_reason and job.queue_position for job in waiting)
