@@ -253,6 +253,12 @@ class JobOutput(serializers.ModelSerializer):
     failure_category = serializers.ChoiceField(
         choices=FAILURE_CHOICES, allow_blank=True, read_only=True, help_text="Empty unless FAILED."
     )
+    workspace_app = serializers.ChoiceField(
+        choices=WorkspaceApp.choices,
+        allow_blank=True,
+        read_only=True,
+        help_text="Empty unless a workspace.",
+    )
     queue_order = serializers.SerializerMethodField(
         help_text="While QUEUED: the rule that orders the queue (the policy's, from the last cycle)."
     )

@@ -40,7 +40,8 @@ SEMANTIC_REJECTIONS = {
 # tests/accounts instead).
 EXCLUDED_OPERATIONS = ["v1_auth_token_destroy", "v1_auth_tokens_destroy"]
 
-ACCESS_LINE = re.compile(r'"(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS|TRACE) (\S+) HTTP/[0-9.]+" (\d{3}) ')
+# uvicorn's worker writes the access line as `ADDR - "GET /path HTTP/1.1" 200` (nothing after the code).
+ACCESS_LINE = re.compile(r'"(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS|TRACE) (\S+) HTTP/[0-9.]+" (\d{3})\b')
 
 
 def _config(site_jobs: list[int], image: int) -> str:
