@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 from jobs import cluster, lease
 from jobs.policy_settings import active_policy
-from jobs.scheduling import _add_pending_binds as hold_pending_binds
+from jobs.scheduling import add_pending_binds as hold_pending_binds
 from scheduler.backends.base import ClusterBackend
 from scheduler.engine.schedule import schedule
 from scheduler.model import ClusterSnapshot, JobRequest, Placement

@@ -262,7 +262,7 @@ def build_view(backend: ClusterBackend, *, now: float | None = None, rounds: boo
     now = _now() if now is None else now
     snapshot = backend.snapshot()
     snapshot.now = now
-    _add_pending_binds(snapshot)
+    add_pending_binds(snapshot)
     _reserve_migration_targets(snapshot)
     fill_running_task_profiles(snapshot)
     hold_profiling_gpus(snapshot, now)  # PROFILE_NEW_JOBS: nothing is packed beside a job profiled alone
@@ -302,7 +302,7 @@ def build_view(backend: ClusterBackend, *, now: float | None = None, rounds: boo
     return CycleView(view=view, queued={str(j.pk): j for j in queued}, held=dict(held))
 
 
-def _add_pending_binds(snapshot: ClusterSnapshot) -> None:
+def add_pending_binds(snapshot: ClusterSnapshot) -> None:
     """Reserve placements decided in earlier cycles whose tasks the backend does not show yet."""
     known = {p.task_id for p in snapshot.running}
     nodes = {n.name: n for n in snapshot.nodes}
