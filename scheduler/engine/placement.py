@@ -70,6 +70,19 @@ class _Entry:
     stamp: np.ndarray
 
 
+class _WhyNot:
+    """Per task shape: each row's first failing reason among the profile's leading ``prefix``
+    cacheable filters ("" where they all pass), stamped with the row's version, and their counts."""
+
+    def __init__(self, token: Hashable, prefix: int, n: int) -> None:
+        self.token = token
+        self.prefix = prefix
+        self.reasons: list[str] = [""] * n
+        self.passes = np.zeros(n, dtype=bool)
+        self.stamp = np.full(n, -1, dtype=np.int64)
+        self.counts: dict[str, int] = {}
+
+
 @dataclass
 class Outcome:
     """Result of ``PlacementEngine.place``: a placement (not yet committed) or a reason. ``score`` is
@@ -94,6 +107,8 @@ class PlacementEngine:
     _cache: dict[tuple[int, Hashable], _Entry] = field(default_factory=dict)
     # id(chooser) -> the annotate hooks of a placement made with that chooser (see ``_annotate``).
     _annotators: dict[int, list[Any]] = field(default_factory=dict, init=False, repr=False)
+    # shape_key -> the why-not pass's reasons per row (see ``_why_not``).
+    _why_not_cache: dict[Hashable, _WhyNot] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._all_rows = np.arange(self.state.arrays.n)
@@ -109,7 +124,7 @@ class PlacementEngine:
         feasible = self._feasible(task, key)
         rows = np.flatnonzero(feasible)
         if rows.size == 0:
-            return Outcome(None, reason=self._why_not(task) if self.explain else "no node fits")
+            return Outcome(None, reason=self._why_not(task, key) if self.explain else "no node fits")
         if rows.size == 1 and not self.explain:
             # One feasible node wins whatever it scores; only an explained placement quotes the score.
             totals = np.zeros(1)
@@ -321,23 +336,67 @@ class PlacementEngine:
             totals += weight * norm / weight_sum
         return totals
 
-    def _why_not(self, task: TaskRequest) -> str:
-        """One line: how many nodes failed each filter (first failing filter per node)."""
+    def _why_not(self, task: TaskRequest, key: Hashable) -> str:
+        """One line: how many nodes failed each filter (first failing filter per node).
+
+        Costs what changed, not nodes x waiting jobs: the reasons of the profile's leading cacheable
+        filters (and "not schedulable") are kept per task shape and row, with their counts, and
+        recomputed only on rows whose ``version`` moved (the same promise ``cacheable`` makes for
+        values). Only rows those filters pass go through the remaining filters, per node, as before."""
         arrays = self.state.arrays
         reasons: dict[str, int] = {}
-        for row in range(arrays.n):
+        if self.nodes is None:
+            # Per-node filters need Node objects; without them every schedulable row just "does not fit".
+            off = int(arrays.n - np.count_nonzero(arrays.schedulable))
+            if off:
+                reasons["node is not schedulable"] = off
+            if arrays.n - off:
+                reasons["does not fit"] = arrays.n - off
+        else:
+            memo = self._why_not_memo(task, key)
+            reasons = {why: count for why, count in memo.counts.items() if count}
+            rest = self.built.filters[memo.prefix :]
+            for row in np.flatnonzero(memo.passes).tolist():
+                for plugin in rest:
+                    status = cast(FilterPlugin, plugin).filter(self.state, task, self.nodes[row])
+                    if not status.ok:
+                        reasons[status.reason] = reasons.get(status.reason, 0) + 1
+                        break
+        summary = "; ".join(f"{count} node(s): {why}" for why, count in sorted(reasons.items()))
+        return f"0/{arrays.n} nodes fit task {task.task_id}: {summary}"
+
+    def _why_not_memo(self, task: TaskRequest, key: Hashable) -> _WhyNot:
+        """The per-shape memo of ``_why_not``, fresh on every row."""
+        arrays = self.state.arrays
+        filters = self.built.filters
+        prefix = 0
+        while prefix < len(filters) and getattr(filters[prefix], "cacheable", False):
+            prefix += 1
+        token = tuple(
+            fn(self.state) if (fn := getattr(p, "cache_token", None)) is not None else None
+            for p in filters[:prefix]
+        )
+        memo = self._why_not_cache.get(key)
+        if memo is None or memo.token != token or memo.stamp.size != arrays.n:
+            memo = _WhyNot(token, prefix, arrays.n)
+            self._why_not_cache[key] = memo
+        nodes = cast(Sequence[Node], self.nodes)
+        for row in np.flatnonzero(memo.stamp != arrays.version).tolist():
             why = ""
             if not arrays.schedulable[row]:
                 why = "node is not schedulable"
-            elif self.nodes is not None:
-                for plugin in self.built.filters:
-                    status = cast(FilterPlugin, plugin).filter(self.state, task, self.nodes[row])
+            else:
+                for plugin in filters[:prefix]:
+                    status = cast(FilterPlugin, plugin).filter(self.state, task, nodes[row])
                     if not status.ok:
                         why = status.reason
                         break
-            else:
-                why = "does not fit"
+            old = memo.reasons[row]
+            if old:
+                memo.counts[old] -= 1
             if why:
-                reasons[why] = reasons.get(why, 0) + 1
-        summary = "; ".join(f"{count} node(s): {why}" for why, count in sorted(reasons.items()))
-        return f"0/{arrays.n} nodes fit task {task.task_id}: {summary}"
+                memo.counts[why] = memo.counts.get(why, 0) + 1
+            memo.reasons[row] = why
+            memo.passes[row] = not why
+            memo.stamp[row] = arrays.version[row]
+        return memo
