@@ -9,9 +9,10 @@ Kueue's model, on the platform's units (milli-GPU, 1000 = one GPU):
   it is never refused for it (only a request that can never run is refused, at submit).
 - **Guarantee and borrowing**: a team may hold up to its guarantee whatever others do (*nominal*
   work), and beyond it up to its maximum when GPUs are idle (*borrowed* work). What borrowers may take
-  in all is the capacity nobody is guaranteed plus the other teams' unused guarantee, minus what those
-  teams' own waiting jobs ask for, each team's part capped by its lending limit
-  (``lending_limit_milli``; None: all of it).
+  in all is the capacity nobody is guaranteed plus the other teams' unused guarantee (less what is
+  held for their preemptors), each team's part capped by its lending limit
+  (``lending_limit_milli``; None: all of it). A waiting job beyond its own team's guarantee reserves
+  nothing: it borrows like any other, so teams cannot block each other on idle GPUs.
 - **Order** (``gate``): nominal jobs first, in the policy's order; then borrowers, one at a time, the
   job of the team with the lowest effective share (``scheduler.policy.fair_share``: held GPUs over
   guarantee weight times the decayed-usage factor), so idle GPUs split by weight and history.
@@ -107,7 +108,6 @@ class _Tally:
     used: dict[str, int] = field(default_factory=dict)
     jobs: dict[str, int] = field(default_factory=dict)
     users: dict[tuple[str, str], int] = field(default_factory=dict)
-    demand: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for t, q in self.quotas.items():
@@ -138,7 +138,7 @@ class _Tally:
         for t, q in self.quotas.items():
             if t == team:
                 continue
-            unused = max(0, q.guaranteed_milli - self.used[t] - self.demand.get(t, 0) - q.held_for_milli)
+            unused = max(0, q.guaranteed_milli - self.used[t] - q.held_for_milli)
             room += unused if q.lending_limit_milli is None else min(unused, q.lending_limit_milli)
         borrowed = sum(max(0, self.used[t] - q.guaranteed_milli) for t, q in self.quotas.items())
         return room - borrowed
@@ -183,11 +183,9 @@ def gate(
             admitted.append(r)
         else:
             candidates.append((index, r))
-    # What lenders' own waiting jobs ask for is not theirs to lend.
-    for _, r in candidates:
-        q = quotas[r.team]
-        if tally.used[r.team] < q.guaranteed_milli:
-            tally.demand[r.team] = tally.demand.get(r.team, 0) + size[r.job_id]
+    # A lender's waiting job beyond its guarantee is a borrower like any other and reserves none of
+    # the unused guarantee: reserving it let such teams block each other on an idle cluster. Its jobs
+    # within the guarantee were counted above (nominal), and get the guarantee back by reclaim.
     share_weight = weights({t: float(q.guaranteed_milli) for t, q in quotas.items()})
     borrowing: set[str] = set()
     while candidates:
