@@ -18,8 +18,9 @@ Kueue's model, on the platform's units (milli-GPU, 1000 = one GPU):
   guarantee weight times the decayed-usage factor), so idle GPUs split by weight and history.
 - **Reclaim** (``reclaim``): a nominal job that the idle GPUs cannot hold may evict borrowed work of
   other teams (a team's work counts as borrowed while the team holds more than its guarantee):
-  lowest priority first, then least attained service (least work lost), then most recently started.
-  Victims are chosen for a job only if they free enough for it (else none are).
+  lowest priority first, then least attained service (least work lost), then most recently started,
+  node by node: a task takes the fewest victims on one node that make it fit there. Victims are
+  chosen for a job only if they make all of its tasks fit (else none are).
 
 Pure: dataclasses in, dataclasses out; the platform fills ``TeamQuota`` from its quota rows, the
 policy (``plan_cycle``) calls ``gate`` and ``reclaim``. Every amount is the job's request as asked
@@ -31,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from scheduler.model import JobRequest
 from scheduler.policy.fair_share import effective_share, weights
@@ -245,46 +247,109 @@ def reclaim_order(candidates: Sequence[Candidate]) -> list[Candidate]:
     return sorted(candidates, key=lambda c: (c.priority, c.attained_gpu_s, -c.started_at, c.job_id))
 
 
+@dataclass(frozen=True)
+class NodeRoom:
+    """One node as reclaim sees it: its idle GPUs, the jobs on each of its other GPUs, its GPU model
+    (a node that takes no work: no idle GPUs and nothing held)."""
+
+    idle: int
+    held: Sequence[Sequence[str]] = ()
+    gpu_model: str = ""
+
+
+def _task_needs(request: JobRequest) -> list[tuple[int, tuple[str, ...]]]:
+    """Per task, largest first: the GPUs it needs on one node (a share needs a GPU of its own) and
+    the GPU models it accepts."""
+    needs = [(t.gpus if t.gpus else 1, t.gpu_models) for t in request.tasks if t.gpus or t.gpu_milli]
+    return sorted(needs, key=lambda n: -n[0])
+
+
 def reclaim(
-    waiting: Sequence[tuple[JobRequest, float]],
+    waiting: Sequence[JobRequest],
     candidates: Sequence[Candidate],
     quotas: Mapping[str, TeamQuota],
     *,
-    idle: float,
-    frees: Callable[[str, set[str]], float],
+    nodes: Sequence[NodeRoom],
 ) -> list[tuple[str, str]]:
-    """(victim id, preemptor id) pairs: borrowed work evicted for nominal jobs that idle GPUs cannot
-    hold. ``waiting``: (nominal job, idle GPUs it needs) in placement order; ``frees(victim, chosen)``:
-    idle GPUs gained by also evicting ``victim`` (``chosen`` includes it). A team's job is a victim only
-    while that team holds more than its guarantee, and never for its own team's job."""
+    """(victim id, preemptor id) pairs: borrowed work evicted for the nominal jobs of ``waiting`` (in
+    placement order) that the idle GPUs cannot hold, node by node: a task that fits on no node's idle
+    GPUs takes, on one node, the fewest victims that make it fit there (victims in ``reclaim_order``;
+    ties: the plan whose most valuable victim comes earliest in that order). Counting idle GPUs over
+    the whole cluster evicted borrowers on nodes where the task still did not fit. A team's job is a
+    victim only while that team holds more than its guarantee, never for its own team's job; a job
+    gets victims only if all of its tasks then fit (else none)."""
     borrowed = {t: q.borrowed_milli for t, q in quotas.items()}
     order = reclaim_order([c for c in candidates if c.borrowed and c.team in quotas])
+    rank = {c.job_id: i for i, c in enumerate(order)}
+    by_id = {c.job_id: c for c in order}
+    on_node = [sorted({h for hs in n.held for h in hs if h in rank}, key=rank.__getitem__) for n in nodes]
     chosen: list[tuple[str, str]] = []
     chosen_set: set[str] = set()
-    free = idle
-    for job, need in waiting:
-        if free >= need - EPS:
-            free -= need
-            continue
-        trial: list[Candidate] = []
-        trial_free = free
-        trial_set = set(chosen_set)
-        trial_borrowed = dict(borrowed)
-        for c in order:
-            if trial_free >= need - EPS:
-                break
-            if c.job_id in trial_set or c.team == job.team or trial_borrowed.get(c.team, 0) <= 0:
+    promised = [0] * len(nodes)  # GPUs of each node already counted for earlier jobs' tasks
+
+    def room(n: int, gone: set[str], used: list[int]) -> int:
+        freed = sum(1 for hs in nodes[n].held if hs and all(h in gone for h in hs))
+        return nodes[n].idle + freed - used[n]
+
+    for job in waiting:
+        gone, used, owed, victims = set(chosen_set), list(promised), dict(borrowed), []
+        for need, models in _task_needs(job):
+            usable = [n for n in range(len(nodes)) if not models or nodes[n].gpu_model in models]
+            fits = [n for n in usable if room(n, gone, used) >= need]
+            if fits:
+                best = min(fits, key=lambda n: (room(n, gone, used), n))
+                used[best] += need
                 continue
-            trial.append(c)
-            trial_set.add(c.job_id)
-            trial_borrowed[c.team] -= c.milli
-            trial_free += frees(c.job_id, trial_set)
-        if trial_free < need - EPS:
-            continue  # evicting all it may would not make room: evict nothing for it
-        chosen += [(c.job_id, job.job_id) for c in trial]
-        chosen_set, borrowed = trial_set, trial_borrowed
-        free = trial_free - need
+            plans: list[tuple[tuple[int, tuple[int, ...], int], int, list[str]]] = []
+            for n in usable:
+                plan = _node_plan(need, on_node[n], by_id, job.team, gone, owed, partial(room, n, used=used))
+                if plan is not None:
+                    key = (len(plan), tuple(sorted((rank[v] for v in plan), reverse=True)), n)
+                    plans.append((key, n, plan))
+            if not plans:
+                break
+            _, n, plan = min(plans)
+            for v in plan:
+                gone.add(v)
+                owed[by_id[v].team] = owed.get(by_id[v].team, 0) - by_id[v].milli
+            victims += plan
+            used[n] += need
+        else:
+            chosen += [(v, job.job_id) for v in victims]
+            chosen_set, promised, borrowed = gone, used, owed
     return chosen
+
+
+def _node_plan(
+    need: int,
+    on_node: Sequence[str],
+    by_id: Mapping[str, Candidate],
+    team: str,
+    gone: set[str],
+    owed: Mapping[str, int],
+    room: Callable[[set[str]], int],
+) -> list[str] | None:
+    """Victims on ``node`` (in reclaim order, then the ones not needed dropped) that make ``need``
+    GPUs idle on that node (``room``: its idle GPUs less what is promised, with a set evicted), or None when all it may take do not."""
+    plan: list[str] = []
+    trial = set(gone)
+    left = dict(owed)
+    for v in on_node:
+        if room(trial) >= need:
+            break
+        c = by_id[v]
+        if v in trial or c.team == team or left.get(c.team, 0) <= 0:
+            continue
+        plan.append(v)
+        trial.add(v)
+        left[c.team] -= c.milli
+    if room(trial) < need:
+        return None
+    for v in reversed(plan[:]):  # drop victims whose GPUs the task does not need after all
+        if room(trial - {v}) >= need:
+            plan.remove(v)
+            trial.discard(v)
+    return plan
 
 
 def reclaim_reason(lender: TeamQuota) -> str:

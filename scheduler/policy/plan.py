@@ -270,7 +270,8 @@ def plan_cycle(view: PolicyView, policy: object) -> Decision:
     cluster = _Cluster(snap, running)
     state = _ClusterRound(cluster, queue, by_team=gated is not None)
     if gated is not None and view.quotas is not None:
-        run_reclaim(state, running, queue, gated, view.quotas, view.now)
+        models = [n.gpu_model for n in cluster.snapshot.nodes]
+        run_reclaim(state, running, queue, gated, view.quotas, view.now, models)
         helped = run_team_priority(state, running, ordered, gated, view.now)
         if helped:
             # They evicted their own team's work for it: placed first, off the waiting list.

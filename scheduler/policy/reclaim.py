@@ -5,7 +5,8 @@ It runs every cycle, not only at rounds: a team under its guarantee gets it back
 plus the victims' grace period (the platform holds the preemptor out of the queue while the victims
 stop, so later cycles choose no more victims for it). The choice is
 ``scheduler.policy.cohort.reclaim``: victims of other teams still beyond their guarantee, lowest
-priority, then least attained service, then newest first, and only if they make enough room. The
+priority, then least attained service, then newest first, node by node (the fewest on one node that
+make a task fit there), and only if they make room for the whole job. The
 preemption guards hold (``preemptible``, ``min_runtime_s``); each eviction names its preemptor and
 says "reclaimed by team Y (under its guarantee)".
 """
@@ -16,9 +17,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scheduler.model import JobRequest
-from scheduler.policy.cohort import Candidate, Gate, TeamQuota, reclaim, reclaim_reason, request_milli
+from scheduler.policy.cohort import (
+    Candidate,
+    Gate,
+    NodeRoom,
+    TeamQuota,
+    reclaim,
+    reclaim_reason,
+    request_milli,
+)
 from scheduler.policy.preemption import may_evict
-from scheduler.policy.round import RoundState, waiting_need
+from scheduler.policy.round import RoundState
 from scheduler.policy.view import RunningJob
 
 RULE = "reclaim"
@@ -31,10 +40,12 @@ def run_reclaim(
     gated: Gate,
     quotas: Mapping[str, TeamQuota],
     now: float,
+    node_models: Sequence[str] = (),
 ) -> list[tuple[str, str]]:
     """Evict (through ``state.evict``) the borrowed work that the nominal jobs of ``queue`` (the
-    gate's order) need; returns the (victim, preemptor) pairs."""
-    nominal = [(r, waiting_need(r)) for r in queue if r.team in quotas and r.job_id not in gated.borrowing]
+    gate's order) need; returns the (victim, preemptor) pairs. ``node_models``: each node's GPU model
+    (node order of the state), for tasks that accept only some models."""
+    nominal = [r for r in queue if r.team in quotas and r.job_id not in gated.borrowing]
     if not nominal:
         return []
     candidates = [
@@ -53,12 +64,20 @@ def run_reclaim(
     if not candidates:
         return []
 
-    def frees(victim: str, chosen: set[str]) -> float:
-        # A GPU becomes idle when all of its tenants are chosen.
-        return float(sum(1 for holders in state.holders(victim) if all(h in chosen for h in holders)))
-
-    team_of = {r.job_id: r.team for r, _ in nominal}
-    chosen = reclaim(nominal, candidates, quotas, idle=float(state.idle_gpus()), frees=frees)
+    sizes = state.node_gpus()
+    idle = state.idle_per_node()
+    nodes = [
+        NodeRoom(
+            idle=int(idle[n]),
+            held=[hs for hs in state.node_tenants(n) if hs],
+            gpu_model=node_models[n] if n < len(node_models) else "",
+        )
+        if sizes[n]
+        else NodeRoom(idle=0)
+        for n in range(len(sizes))
+    ]
+    team_of = {r.job_id: r.team for r in nominal}
+    chosen = reclaim(nominal, candidates, quotas, nodes=nodes)
     for victim, preemptor in chosen:
         state.evict(victim, RULE, preemptor, reclaim_reason(quotas[team_of[preemptor]]), ())
     return chosen

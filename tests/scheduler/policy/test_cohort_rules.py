@@ -8,7 +8,15 @@ import math
 import pytest
 
 from scheduler.model import JobRequest, TaskRequest
-from scheduler.policy.cohort import Candidate, TeamQuota, admission_problem, gate, reclaim, reclaim_order
+from scheduler.policy.cohort import (
+    Candidate,
+    NodeRoom,
+    TeamQuota,
+    admission_problem,
+    gate,
+    reclaim,
+    reclaim_order,
+)
 from scheduler.policy.fair_share import decayed_gpu_hours, fair_share_factors
 from scheduler.policy.priority_class import class_of, priority_value
 
@@ -161,7 +169,9 @@ def test_reclaim_evicts_the_lowest_priority_then_least_attained_borrowed_work() 
     ]
     assert [c.job_id for c in reclaim_order(cands)] == ["low", "young", "mid", "old-big"]
 
-    chosen = reclaim([(job("w", "lender", gpus=2), 2.0)], cands, quotas, idle=0.0, frees=lambda v, s: 1.0)
+    node = NodeRoom(idle=0, held=[["old-big"], ["young"], ["low"], ["mid"]])
+
+    chosen = reclaim([job("w", "lender", gpus=2)], cands, quotas, nodes=[node])
 
     assert chosen == [("low", "w"), ("young", "w")]
 
@@ -169,8 +179,9 @@ def test_reclaim_evicts_the_lowest_priority_then_least_attained_borrowed_work() 
 def test_reclaim_stops_once_the_borrower_is_back_within_its_guarantee() -> None:
     quotas = {"lender": quota("lender", 4000, 0), "borrower": quota("borrower", 2000, 3000)}
     cands = [Candidate(str(i), "borrower", 1000, 0, 0.0, float(i)) for i in range(3)]
+    node = NodeRoom(idle=0, held=[["0"], ["1"], ["2"]])
 
-    chosen = reclaim([(job("w", "lender", gpus=2), 2.0)], cands, quotas, idle=0.0, frees=lambda v, s: 1.0)
+    chosen = reclaim([job("w", "lender", gpus=2)], cands, quotas, nodes=[node])
 
     assert chosen == []  # only 1 GPU is borrowed: evicting it would not make room for 2
 
@@ -179,8 +190,42 @@ def test_reclaim_never_evicts_for_a_job_that_fits_or_from_its_own_team() -> None
     quotas = {"a": quota("a", 1000, 3000), "b": quota("b", 4000, 0)}
     cands = [Candidate("a1", "a", 1000, 0, 0.0, 0.0)]
 
-    assert reclaim([(job("b1", "b"), 1.0)], cands, quotas, idle=1.0, frees=lambda v, s: 1.0) == []
-    assert reclaim([(job("a2", "a"), 1.0)], cands, quotas, idle=0.0, frees=lambda v, s: 1.0) == []
+    assert reclaim([job("b1", "b")], cands, quotas, nodes=[NodeRoom(idle=1, held=[["a1"]])]) == []
+    assert reclaim([job("a2", "a")], cands, quotas, nodes=[NodeRoom(idle=0, held=[["a1"]])]) == []
+
+
+def test_reclaim_frees_one_node_for_a_task_not_one_gpu_on_each_of_two() -> None:
+    quotas = {"lender": quota("lender", 4000, 0), "borrower": quota("borrower", 0, 4000)}
+    # n1 and n2 each hold an idle GPU and a borrower; n3 holds two borrowers that attained more.
+    cands = [
+        Candidate("n1-b", "borrower", 1000, 0, attained_gpu_s=10.0, started_at=0.0),
+        Candidate("n2-b", "borrower", 1000, 0, attained_gpu_s=20.0, started_at=0.0),
+        Candidate("n3-x", "borrower", 1000, 0, attained_gpu_s=500.0, started_at=0.0),
+        Candidate("n3-y", "borrower", 1000, 0, attained_gpu_s=600.0, started_at=0.0),
+    ]
+    nodes = [
+        NodeRoom(idle=1, held=[["n1-b"], ["own"]]),
+        NodeRoom(idle=1, held=[["n2-b"], ["own2"]]),
+        NodeRoom(idle=0, held=[["n3-x"], ["n3-y"]]),
+    ]
+
+    chosen = reclaim([job("w", "lender", gpus=2)], cands, quotas, nodes=nodes)
+
+    # Two idle GPUs in the cluster, but on two nodes: one victim on n1 (the least attained) makes
+    # the 2-GPU task fit there; two on n3 would also, but are more victims.
+    assert chosen == [("n1-b", "w")]
+
+
+def test_reclaim_skips_a_node_whose_other_tenants_it_may_not_evict() -> None:
+    quotas = {"lender": quota("lender", 4000, 0), "borrower": quota("borrower", 0, 4000)}
+    cands = [
+        Candidate(v, "borrower", 1000, 0, attained_gpu_s=a, started_at=0.0)
+        for v, a in [("p", 1.0), ("q", 9.0)]
+    ]
+    # n1's second GPU holds a nominal job (not a candidate): freeing p there leaves 1 GPU.
+    nodes = [NodeRoom(idle=0, held=[["p"], ["nominal"]]), NodeRoom(idle=1, held=[["q"]])]
+
+    assert reclaim([job("w", "lender", gpus=2)], cands, quotas, nodes=nodes) == [("q", "w")]
 
 
 def test_priority_classes_are_bands_of_the_integer_priority() -> None:

@@ -109,6 +109,31 @@ def test_the_lender_returning_reclaims_borrowed_gpus_least_attained_first() -> N
     assert placed(decision) == ["a0"]
 
 
+def test_reclaim_frees_one_node_for_the_task_rather_than_counting_idle_gpus_cluster_wide() -> None:
+    quotas = {
+        "a": TeamQuota(team="a", guaranteed_milli=4000, max_milli=6000),
+        "b": TeamQuota(team="b", guaranteed_milli=2000, max_milli=6000),
+    }
+    # 6 GPUs on three 2-GPU nodes; b holds 4 (2 borrowed), n1 and n2 have one idle GPU each.
+    running = [
+        (Job("b0", on=on("n1", 0), attained_h=1.0), "b", True),
+        (Job("b1", on=on("n2", 0), attained_h=2.0), "b", True),
+        (Job("b2", on=on("n3", 0), attained_h=5.0), "b", True),
+        (Job("b3", on=on("n3", 1), attained_h=6.0), "b", True),
+    ]
+    queue = [(Job("a0", gpus=2, submitted=100.0), "a")]
+
+    decision = plan(teams_view(running, queue, {**quotas}, nodes={"n1": 2, "n2": 2, "n3": 2}))
+
+    # The 2 idle GPUs are on two nodes: a0 fits nowhere without evicting. One victim on n1 (the
+    # least attained borrower, next to n1's idle GPU) makes it fit there; n3 would take two.
+    assert [(e.job_id, e.rule, e.preemptor) for e in decision.evictions] == [("b0", "reclaim", "a0")]
+    assert {(p.node, g) for p in decision.placements_for("a0") for g in p.gpu_indices} == {
+        ("n1", 0),
+        ("n1", 1),
+    }
+
+
 def test_reclaim_takes_nothing_from_a_team_within_its_guarantee() -> None:
     quotas = {
         "a": TeamQuota(team="a", guaranteed_milli=4000, max_milli=8000),
