@@ -95,8 +95,23 @@ class Command(BaseCommand):
             if isinstance(path, str):
                 Path(path).mkdir(parents=True, exist_ok=True)
         Path(settings.SIM_STATE_PATH).parent.mkdir(parents=True, exist_ok=True)
+        self.workspace_path = ""
         if os.geteuid() == 0 and settings.CLUSTER_BACKEND == "local" and settings.LOCAL_JOB_USER:
             self._prepare_job_user(var)
+            self._prepare_workspace_python()
+
+    def _prepare_workspace_python(self) -> None:
+        """A JupyterLab the job user can run (the platform's own Python may be private to root);
+        without one only workspaces fail, so a problem is one warning, not a refusal to start."""
+        from jobs.workspace_runtime import ensure_workspace_python
+
+        target = Path(settings.LOCAL_WORK_DIR) / "workspace-python"
+        try:
+            self.workspace_path = str(
+                ensure_workspace_python(target, Path(settings.BASE_DIR) / "requirements.lock")
+            )
+        except (RuntimeError, OSError) as exc:
+            self.stdout.write(self.style.WARNING(f"Workspaces' JupyterLab for the job user: {exc}"))
 
     def _prepare_job_user(self, var: Path) -> None:
         """As root, jobs run as LOCAL_JOB_USER's group with their own uid (docs/local-backend.md):
@@ -133,6 +148,10 @@ class Command(BaseCommand):
             "DJANGO_SETTINGS_MODULE", os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.dev")
         )
         env.setdefault("PYTHONUNBUFFERED", "1")
+        if getattr(self, "workspace_path", ""):
+            from jobs.workspace_runtime import PATH_VARIABLE
+
+            env[PATH_VARIABLE] = self.workspace_path
         # One folder for the metrics of every web and worker process: the web's /metrics adds them up
         # (observability.multiprocess, docs/observability.md).
         if not env.get("PROMETHEUS_MULTIPROC_DIR"):

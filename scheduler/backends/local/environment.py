@@ -21,6 +21,9 @@ Contract (the local form of DESIGN.md §4, matching scheduler.backends.kubernete
 - ``TMPDIR``: a private folder of the run; with a job user also ``HOME`` (the task's work folder),
   ``USER`` and ``LOGNAME``.
 - Loader variables (``scheduler.backends.base.is_loader_env``) never reach a task from the job's env.
+- A workspace's task (one with ``GPU_PLATFORM_WORKSPACE_PORT``): the folders of the platform's
+  ``LOCAL_WORKSPACE_PATH`` first on ``PATH`` (``make run`` as root sets it to a JupyterLab the job user
+  can run: jobs.workspace_runtime).
 
 The base is *not* the platform's environment (it holds database URLs and secret keys): only the
 variables named in ``PASSTHROUGH`` (or given by the operator) are copied from it.
@@ -33,6 +36,7 @@ import os
 from collections.abc import Iterable, Mapping
 
 from scheduler.backends.base import TaskSpec, is_loader_env
+from scheduler.backends.local.workspace import PORT as WORKSPACE_PORT
 from scheduler.model import GPU_MILLI, Placement
 
 PASSTHROUGH: tuple[str, ...] = (
@@ -58,6 +62,7 @@ PASSTHROUGH: tuple[str, ...] = (
     "TORCH_HOME",
 )
 PASSTHROUGH_PREFIXES: tuple[str, ...] = ("LC_",)
+WORKSPACE_PATH = "LOCAL_WORKSPACE_PATH"
 
 
 def base_environment(source: Mapping[str, str], extra: Iterable[str] = ()) -> dict[str, str]:
@@ -132,6 +137,10 @@ def task_environment(
     env.setdefault("PYTHONUNBUFFERED", "1")  # so print() reaches the log while the job runs
     # Submission refuses these; dropping them here too covers jobs stored before that check.
     env.update({str(k): str(v) for k, v in spec.env.items() if not is_loader_env(str(k))})
+    if WORKSPACE_PORT in spec.env and not container:
+        env["PATH"] = workspace_path(
+            env.get("PATH", ""), (os.environ if source is None else source).get(WORKSPACE_PATH, "")
+        )
     env.update(gpu_environment(placement, uuids, container=container))
     env.update(distributed_environment(spec, master_port))
     env["GPU_PLATFORM_JOB_ID"] = spec.job_id
@@ -150,3 +159,9 @@ def checkpoint_environment(spec: TaskSpec, checkpoint_dir: str) -> dict[str, str
     if spec.resume:
         env["RESUME"] = "1"
     return env
+
+
+def workspace_path(path: str, extra: str) -> str:
+    """``path`` with the folders of ``extra`` (a PATH-style list) first, each once."""
+    first = [e for e in extra.split(os.pathsep) if e]
+    return os.pathsep.join([*first, *(e for e in path.split(os.pathsep) if e and e not in first)])
