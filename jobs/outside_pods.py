@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 from jobs import cluster, lease
 from jobs.policy_settings import active_policy
-from jobs.scheduling import add_pending_binds as hold_pending_binds
+from jobs.scheduling import add_pending_binds
 from scheduler.backends.base import ClusterBackend
 from scheduler.engine.schedule import schedule
 from scheduler.model import ClusterSnapshot, JobRequest, Placement
@@ -57,7 +57,7 @@ def schedule_outside_pods(*, backend: ClusterBackend | None = None) -> OutsidePa
         if not jobs:
             return result
         snapshot = backend.snapshot()
-        hold_pending_binds(snapshot)  # the cycle's own step: both count pending binds the same way
+        add_pending_binds(snapshot)  # the cycle's own step: both count pending binds the same way
         decision = schedule(snapshot, jobs, active_policy().profile)
         result.waiting = dict(decision.unschedulable)
         try:

@@ -228,7 +228,7 @@ class JobConflict(Exception):
     """The job's current state does not allow the request (HTTP 409)."""
 
 
-def _resolve_team(*, user: Any, team: Team | int | str | None) -> Team:
+def resolve_team(*, user: Any, team: Team | int | str | None) -> Team:
     """The team a submission goes to. Unknown teams and teams the user is not in look the same (400);
     a team where the user is only a viewer is a permission error (403)."""
     from accounts.selectors import can_write, role_of, teams_for_user
@@ -380,7 +380,7 @@ def job_submit(
     with the reason. A scheduling cycle is requested once it commits.
     """
     errors = validate_job_spec(spec)
-    chosen_team = _resolve_team(user=user, team=team)
+    chosen_team = resolve_team(user=user, team=team)
     chosen_image = resolve_image(image)
     if chosen_image is None:
         errors["image"] = ["Unknown image; see GET /api/v1/images/ for the catalog."]

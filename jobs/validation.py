@@ -145,7 +145,7 @@ def check_submission(*, user: Any, data: Any, cluster: bool = False) -> CheckedS
     team: Team | None = None
     if "team" not in errors:
         try:
-            team = services._resolve_team(user=user, team=team_ref)
+            team = services.resolve_team(user=user, team=team_ref)
         except ValidationError as exc:
             for name, messages in exc.message_dict.items():
                 _add(errors, name, messages)
