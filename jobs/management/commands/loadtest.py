@@ -4,8 +4,12 @@
 (``runplatform``: gunicorn, a Celery worker and beat, SQLite in WAL mode, the file broker) with the
 simulated cluster, in a fresh temporary ``var/``; ``--url`` (with ``--token``) aims at a platform that
 is already running instead. Each client is a thread in a closed loop (the next request when the last
-answer arrived, no think time), one new connection per request, signed in as a user of its own, so
-the per-user write limit sees what one busy person would send. The mix per client:
+answer arrived), one new connection per request, signed in as a user of its own, so
+the per-user write limit sees what one busy person would send. By default there is no think time, so
+the clients saturate the server and latency is mostly queueing (about clients / throughput);
+``--think-time T`` makes each client wait a uniform 0.5T-1.5T seconds after each answer, as locust's
+``between`` does, so the server sees a bounded offered rate (about clients / (T + latency)) and the
+latencies measure service under that load. The mix per client:
 
   40 % GET /api/v1/jobs/?page_size=20       20 % GET /api/v1/jobs/<a job it submitted>/
   10 % GET /api/v1/images/                  10 % GET /api/v1/health
@@ -92,10 +96,10 @@ def _latency_summary(values: list[float]) -> dict[str, float]:
 
 class _Client(threading.Thread):
     def __init__(self, *, host: str, port: int, token: str, image: int, team: int | None, stop_at: float,
-                 seed: int, timeout: float) -> None:  # fmt: skip
+                 seed: int, timeout: float, think_s: float = 0.0) -> None:  # fmt: skip
         super().__init__(daemon=True)
         self.host, self.port, self.token, self.image, self.team = host, port, token, image, team
-        self.stop_at, self.timeout = stop_at, timeout
+        self.stop_at, self.timeout, self.think_s = stop_at, timeout, think_s
         self.random = random.Random(seed)
         self.jobs: list[int] = []
         # (kind, start on the monotonic clock, seconds to the whole answer, status or exception name)
@@ -153,6 +157,8 @@ class _Client(threading.Thread):
             except (OSError, http.client.HTTPException) as exc:
                 outcome = type(exc).__name__
             self.samples.append((kind, started, time.monotonic() - started, outcome))
+            if self.think_s > 0:
+                time.sleep(self.think_s * self.random.uniform(0.5, 1.5))
 
 
 def _commit() -> str:
@@ -183,6 +189,12 @@ class Command(BaseCommand):
         parser.add_argument("--image", type=int, default=0, help="image id to submit (with --url)")
         parser.add_argument("--timeout", type=float, default=60.0, help="per-request timeout, s")
         parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument(
+            "--think-time",
+            type=float,
+            default=0.0,
+            help="mean seconds a client waits after each answer (uniform 0.5x-1.5x); 0 = closed loop",
+        )
         parser.add_argument("--out", default="docs/results/load_embedded.json")
         parser.add_argument(
             "--database-url",
@@ -194,6 +206,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["clients"] < 1 or options["duration"] <= 0:
             raise CommandError("--clients must be >= 1 and --duration > 0")
+        if options["think_time"] < 0:
+            raise CommandError("--think-time must be >= 0")
         platform_process = None
         tmp = None
         try:
@@ -210,7 +224,12 @@ class Command(BaseCommand):
                     var, options["clients"], options["database_url"], options["redis_url"]
                 )
             result = self._run(url, tokens, image, team, options)
-            result["target"] = "embedded default (runplatform)" if var is not None else url
+            if var is None:
+                result["target"] = url
+            elif options["database_url"]:
+                result["target"] = "runplatform (gunicorn) on PostgreSQL"
+            else:
+                result["target"] = "embedded default (runplatform)"
             if var is not None:
                 result["database_locked_in_logs"] = sum(
                     path.read_text(errors="replace").count("database is locked") for path in var.glob("*.log")
@@ -327,6 +346,7 @@ class Command(BaseCommand):
                 stop_at=stop_at,
                 seed=options["seed"] * 1000 + i,
                 timeout=float(options["timeout"]),
+                think_s=float(options["think_time"]),
             )
             for i in range(options["clients"])
         ]
@@ -349,7 +369,7 @@ class Command(BaseCommand):
         server = {k: v for k, v in statuses.items() if k.isdigit() and k.startswith("5")}
         client_errors = sum(v for k, v in statuses.items() if k.isdigit() and k.startswith("4"))
         return {
-            "benchmark": "load_embedded",
+            "benchmark": "api_load",
             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "commit": _commit(),
             # Load average as the run ended: other work on the machine shares its cores.
@@ -362,6 +382,7 @@ class Command(BaseCommand):
                 "clients": options["clients"],
                 "duration_s": duration,
                 "warmup_s": warmup,
+                "think_time_s": float(options["think_time"]),
                 "mix_percent": dict(MIX),
                 "web": "gunicorn (runplatform default)",
                 "database": "PostgreSQL" if options["database_url"] else "SQLite, WAL",
