@@ -12,7 +12,8 @@ CPU ``BASE_IMAGE``). Its tag is its own
 ``org.gpu-platform.accelerator``       ``gpu`` or ``cpu`` (required)
 ``org.gpu-platform.python``            Python major.minor (required)
 ``org.gpu-platform.cuda``              CUDA toolkit version (GPU images only, required there)
-``org.gpu-platform.min-driver``        minimum NVIDIA driver (GPU images only, required there)
+``org.gpu-platform.min-driver``        minimum NVIDIA driver (GPU images only, required there; a CPU
+                                       image must not have either label, not even an empty one)
 ``org.gpu-platform.framework``         ``pytorch`` / ``tensorflow`` (framework images)
 ``org.gpu-platform.framework-version`` the framework's version (required with a framework)
 ``org.gpu-platform.smoke-test``        command that checks the image from inside (required)
@@ -215,7 +216,8 @@ def _validate(image: CatalogImage) -> None:
             raise CatalogError(f"{where}: a GPU image needs LABEL {CUDA}")
         if parse_driver_version(image.min_driver) is None:
             raise CatalogError(f"{where}: a GPU image needs a dotted {MIN_DRIVER}, got {image.min_driver!r}")
-    elif image.cuda_version or image.min_driver:
+    elif CUDA in labels or MIN_DRIVER in labels:
+        # Even empty: `docker inspect` would then show a CPU image with a CUDA label.
         raise CatalogError(f"{where}: a CPU image must not declare {CUDA} or {MIN_DRIVER}")
     if image.framework and not image.framework_version:
         raise CatalogError(f"{where}: {FRAMEWORK}={image.framework} needs {FRAMEWORK_VERSION}")

@@ -174,6 +174,15 @@ def test_a_child_overrides_inherited_labels(tmp_path: Path) -> None:
         ({"base": GPU_BASE.replace("accelerator=gpu", "accelerator=tpu")}, "must be 'gpu' or 'cpu'"),
         ({"base": GPU_BASE.replace("accelerator=gpu", "accelerator=cpu")}, "must not declare"),
         (
+            # Emptied rather than left out: `docker inspect` would still show them.
+            {
+                "base": GPU_BASE.replace("accelerator=gpu", "accelerator=cpu")
+                .replace("=12.4.1", '=""')
+                .replace("=550.54.15", '=""')
+            },
+            "must not declare",
+        ),
+        (
             {"base": GPU_BASE.replace('org.gpu-platform.smoke-test="base.sh"', "")},
             "missing LABEL org.gpu-platform.smoke-test",
         ),

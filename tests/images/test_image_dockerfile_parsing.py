@@ -73,6 +73,17 @@ def test_the_final_stage_inherits_labels_from_an_earlier_stage_it_builds_on() ->
     assert parsed.exposed_ports == ("8888", "6006")
 
 
+@pytest.mark.parametrize(("accelerator", "labels"), [("gpu", {"cuda": "12"}), ("cpu", {"cpu": "yes"})])
+def test_a_build_argument_in_the_final_from_picks_the_stage_it_builds_on(accelerator, labels) -> None:
+    text = (
+        "ARG ROOT=ubuntu:22.04\nARG ACCELERATOR=gpu\nFROM ${ROOT} AS common\nENV SHARED=1\n"
+        "FROM common AS variant-gpu\nLABEL cuda=12\nFROM common AS variant-cpu\nLABEL cpu=yes\n"
+        "FROM variant-${ACCELERATOR}\n"
+    )
+    parsed = parse_dockerfile(text, build_args={"ACCELERATOR": accelerator})
+    assert (parsed.base_image, parsed.labels, parsed.env) == ("ubuntu:22.04", labels, {"SHARED": "1"})
+
+
 def test_only_the_final_stage_labels_count() -> None:
     parsed = parse_dockerfile(
         "FROM a:1 AS one\nLABEL first=1\nFROM --platform=linux/amd64 b:2\nLABEL second=2\n"

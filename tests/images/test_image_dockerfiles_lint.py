@@ -14,7 +14,7 @@ import pytest
 
 from images.builder import HELPER_CONTEXT_NAME, HELPER_DIR
 from images.catalog import DOCKERFILES_DIR, load_catalog
-from images.dockerfile import logical_lines, parse_dockerfile
+from images.dockerfile import logical_lines, parse_dockerfile, words
 
 HADOLINT_CONFIG = DOCKERFILES_DIR / ".hadolint.yaml"
 IMAGE_DIRS = sorted(path.parent for path in DOCKERFILES_DIR.glob("*/Dockerfile"))
@@ -49,7 +49,7 @@ def run_hadolint(dockerfile: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_there_are_dockerfiles_to_check() -> None:
-    assert len(IMAGE_DIRS) >= 5
+    assert len(IMAGE_DIRS) >= 4
 
 
 @pytest.mark.parametrize("image_dir", IMAGE_DIRS, ids=lambda d: d.name)
@@ -94,28 +94,12 @@ def test_shell_scripts_parse_and_are_executable(script: Path) -> None:
     assert script.read_text().startswith("#!/usr/bin/env bash\n")
 
 
-def test_twin_images_ship_identical_scripts() -> None:
-    for cpu_dir in (d for d in IMAGE_DIRS if d.name.endswith("-cpu")):
-        gpu_dir = DOCKERFILES_DIR / cpu_dir.name.removesuffix("-cpu")
-        scripts = sorted(p.name for p in cpu_dir.iterdir() if p.suffix in {".py", ".sh"})
-        assert scripts == sorted(p.name for p in gpu_dir.iterdir() if p.suffix in {".py", ".sh"})
-        for name in scripts:
-            assert (cpu_dir / name).read_bytes() == (gpu_dir / name).read_bytes(), f"{cpu_dir.name}/{name}"
-
-
-def instructions_without_labels(path: Path) -> list[str]:
-    kept = []
-    for _, line in logical_lines(path.read_text()):
-        if line.upper().startswith("LABEL "):
-            continue
-        kept.append(re.sub(r"^ARG ROOT_IMAGE=\S+$", "ARG ROOT_IMAGE=<root>", line))
-    return kept
-
-
-def test_the_cpu_base_differs_from_the_gpu_base_only_in_root_image_and_labels() -> None:
-    gpu = instructions_without_labels(DOCKERFILES_DIR / "base" / "Dockerfile")
-    cpu = instructions_without_labels(DOCKERFILES_DIR / "base-cpu" / "Dockerfile")
-    assert gpu == cpu
+def test_no_image_folder_is_a_copy_for_another_accelerator() -> None:
+    # A CPU image is a variant (variants.toml) of its GPU image's folder, never a folder of its own.
+    for image in load_catalog():
+        if image.accelerator == "cpu":
+            assert image.variant_args, f"{image.key} has its own Dockerfile ({image.dockerfile})"
+            assert not (DOCKERFILES_DIR / image.key).exists(), image.key
 
 
 @pytest.mark.parametrize("image_dir", IMAGE_DIRS, ids=lambda d: d.name)
@@ -136,24 +120,41 @@ def test_every_dockerfile_uses_pipefail_and_copies_only_files_it_has(image_dir: 
 @pytest.mark.parametrize("image_dir", IMAGE_DIRS, ids=lambda d: d.name)
 def test_no_dockerfile_bakes_in_a_secret(image_dir: Path) -> None:
     secret = re.compile(r"(PASSWORD|PASSWD|SECRET|TOKEN|API_KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
-    parsed = parse_dockerfile((image_dir / "Dockerfile").read_text())
-    assert not [name for name in (*parsed.args, *parsed.env) if secret.search(name)]
+    assert not [name for name in declared_names(image_dir / "Dockerfile") if secret.search(name)]
     assert not [
         p.name for p in image_dir.iterdir() if p.name.startswith("id_") or p.suffix in {".pem", ".key"}
     ]
 
 
-def test_the_base_images_run_as_a_fixed_non_root_user_under_tini_with_unbuffered_python() -> None:
-    for key in ("base", "base-cpu"):
-        text = (DOCKERFILES_DIR / key / "Dockerfile").read_text()
-        parsed = parse_dockerfile(text)
-        assert parsed.args["JOB_UID"] == "1000"
-        assert re.search(r"^USER \$\{JOB_UID\}:\$\{JOB_GID\}$", text, re.M)
-        assert 'ENTRYPOINT ["/usr/bin/tini", "-g", "--"]' in text
-        assert parsed.env["PYTHONUNBUFFERED"] == "1"
-        assert "WORKDIR /workspace" in text
-        for package in ("openssh-server", "openssh-client", "git", "curl", "tini"):
-            assert re.search(rf"^\s+{package} \\$", text, re.M), package
+def declared_names(dockerfile: Path) -> list[str]:
+    """Every ARG and ENV name of every stage (the parser reports only the final stage's)."""
+    names = []
+    for _, line in logical_lines(dockerfile.read_text()):
+        instruction, _, rest = line.partition(" ")
+        if instruction.upper() in {"ARG", "ENV"}:
+            tokens = words(rest, {})
+            legacy_env = instruction.upper() == "ENV" and tokens and "=" not in tokens[0]
+            names += tokens[:1] if legacy_env else [token.partition("=")[0] for token in tokens]
+    return names
+
+
+def test_the_secret_check_sees_arguments_of_every_stage(tmp_path: Path) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text("ARG A=1\nFROM x:1 AS one\nARG HF_TOKEN\nENV LEGACY value\nFROM one\n")
+    assert declared_names(dockerfile) == ["A", "HF_TOKEN", "LEGACY"]
+
+
+@pytest.mark.parametrize("image", [i for i in load_catalog() if i.parent is None], ids=lambda i: i.key)
+def test_the_base_images_run_as_a_fixed_non_root_user_under_tini_with_unbuffered_python(image) -> None:
+    text = (image.context_dir / "Dockerfile").read_text()
+    parsed = parse_dockerfile(text, build_args=image.variant_args)
+    assert image.labels["org.gpu-platform.user"] == "jobuser:1000:100"
+    assert re.search(r"^USER \$\{JOB_UID\}:\$\{JOB_GID\}$", text, re.M)
+    assert 'ENTRYPOINT ["/usr/bin/tini", "-g", "--"]' in text
+    assert parsed.env["PYTHONUNBUFFERED"] == "1"
+    assert "WORKDIR /workspace" in text
+    for package in ("openssh-server", "openssh-client", "git", "curl", "tini"):
+        assert re.search(rf"^\s+{package} \\$", text, re.M), package
 
 
 def test_framework_images_never_switch_back_to_root() -> None:

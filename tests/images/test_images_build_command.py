@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
+import tarfile
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+
+from images import builder
+from images.catalog import DOCKERFILES_DIR
+from images.models import JobImage
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,3 +80,51 @@ def test_an_invalid_dockerfile_directory_is_one_line(tmp_path: Path) -> None:
     assert result.stderr.strip().splitlines() == [
         f"CommandError: {tmp_path / 'missing'}: no such Dockerfile directory"
     ]
+
+
+class RecordingEngine:
+    """Just enough of docker.DockerClient for `images build`: remembers each build and smoke test."""
+
+    def __init__(self) -> None:
+        self.builds: list[dict[str, Any]] = []
+        self.runs: list[dict[str, Any]] = []
+        self.api = SimpleNamespace(build=self._build)
+        self.images = SimpleNamespace(get=lambda ref: SimpleNamespace(id=f"sha256:{len(self.builds)}"))
+        self.containers = SimpleNamespace(run=self._run)
+
+    def _build(self, *, fileobj: io.BytesIO, **kwargs: Any) -> Iterator[dict[str, str]]:
+        with tarfile.open(fileobj=fileobj) as tar:
+            member = tar.extractfile("Dockerfile")
+            assert member is not None
+            self.builds.append({**kwargs, "dockerfile": member.read().decode()})
+        return iter([{"stream": "Successfully built\n"}])
+
+    def _run(self, reference: str, **kwargs: Any) -> SimpleNamespace:
+        self.runs.append({"reference": reference, **kwargs})
+        return SimpleNamespace(
+            wait=lambda timeout: {"StatusCode": 0}, logs=lambda **_: b"ok\n", remove=lambda force: None
+        )
+
+
+@pytest.mark.django_db
+def test_building_the_cpu_base_sends_the_base_folder_with_its_variant_arguments(monkeypatch) -> None:
+    engine = RecordingEngine()
+    monkeypatch.setattr(builder, "connect", lambda: engine)
+    monkeypatch.delenv("GPU_PLATFORM_IMAGE_REGISTRY", raising=False)
+    call_command("images", "build", "pytorch-cpu", "--registry", "reg.io/acme", stdout=io.StringIO())
+
+    assert [b["tag"] for b in engine.builds] == [
+        "reg.io/acme/gpu-platform/base-cpu:cpu-py3.10",
+        "reg.io/acme/gpu-platform/pytorch-cpu:2.5.1-cpu-py3.10",
+    ]
+    base, pytorch = engine.builds
+    assert base["dockerfile"] == (DOCKERFILES_DIR / "base" / "Dockerfile").read_text()
+    assert base["buildargs"]["BASE_IMAGE"] == "ubuntu:22.04"
+    assert base["buildargs"]["ACCELERATOR"] == "cpu"
+    # The root image comes from its own registry; the framework image from the base just built.
+    assert (base["pull"], pytorch["pull"]) == (True, False)
+    assert pytorch["buildargs"]["BASE_IMAGE"] == "reg.io/acme/gpu-platform/base-cpu:cpu-py3.10"
+    assert [run["device_requests"] for run in engine.runs] == [None, None]
+    assert engine.runs[0]["command"] == ["/opt/gpu-platform/smoke-test/base.sh"]
+    row = JobImage.objects.get(name="gpu-platform/base-cpu")
+    assert (row.image_id, row.dockerfile) == ("sha256:1", "images/dockerfiles/base/Dockerfile")

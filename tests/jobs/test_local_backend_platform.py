@@ -216,7 +216,7 @@ def test_as_root_a_password_less_local_redis_is_reported_as_open_to_jobs(setting
 
 
 CHECKPOINT_LOOP = (
-    Path(__file__).resolve().parents[2] / "images" / "dockerfiles" / "base-cpu" / "checkpoint_test.py"
+    Path(__file__).resolve().parents[2] / "images" / "dockerfiles" / "base" / "checkpoint_test.py"
 )
 
 

@@ -29,7 +29,7 @@ from scheduler.backends.local import LocalBackend
 from scheduler.backends.local import runner as files
 
 REPO = Path(__file__).resolve().parents[3]
-CHECKPOINT_LOOP = REPO / "images" / "dockerfiles" / "base-cpu" / "checkpoint_test.py"
+CHECKPOINT_LOOP = REPO / "images" / "dockerfiles" / "base" / "checkpoint_test.py"
 PRINT_ENV = [
     PY,
     "-c",
