@@ -1,4 +1,5 @@
-"""Scheduling framework: the plugin Protocols, their registry and profiles.
+"""Scheduling framework: the plugin Protocols, ``CycleState`` and profiles (the registry of plugin names
+is ``scheduler.plugin_registry``).
 
 ``schedule()`` (``scheduler.engine.schedule``) runs them. The cycle, per pending job in the given order (the caller orders the queue):
 
@@ -30,7 +31,7 @@ row's state and ``cache_token(state)``; the engine then recomputes only rows tha
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -38,6 +39,12 @@ import numpy as np
 
 from scheduler.engine.arrays import ClusterArrays
 from scheduler.model import ClusterSnapshot, JobRequest, Node, TaskRequest
+
+# Re-exported: scheduler/plugins/interference_aware.py, sim_interference.py and scheduler/policy/
+# registry.py import the registry's names from here.
+from scheduler.plugin_registry import REGISTRY as REGISTRY
+from scheduler.plugin_registry import create_plugin
+from scheduler.plugin_registry import register as register
 
 
 class StatusCode(enum.Enum):
@@ -175,35 +182,10 @@ FilterLike = FilterPlugin | BatchFilterPlugin
 ScoreLike = ScorePlugin | BatchScorePlugin
 ChooserLike = GpuChooserPlugin | BatchGpuChooserPlugin
 
-PluginFactory = Callable[..., Any]
-REGISTRY: dict[str, PluginFactory] = {}
-
-
-def register(name: str) -> Callable[[PluginFactory], PluginFactory]:
-    """Class decorator: make a plugin available to profiles under ``name``."""
-
-    def wrap(cls: PluginFactory) -> PluginFactory:
-        if name in REGISTRY and REGISTRY[name] is not cls:
-            raise ValueError(f"plugin name {name!r} registered twice")
-        REGISTRY[name] = cls
-        cls.name = name  # type: ignore[attr-defined]
-        return cls
-
-    return wrap
-
-
-def create_plugin(name: str, args: dict[str, Any] | None = None) -> Any:
-    _load_builtin_plugins()
-    try:
-        factory = REGISTRY[name]
-    except KeyError:
-        known = ", ".join(sorted(REGISTRY))
-        raise ValueError(f"unknown scheduler plugin {name!r}; known plugins: {known}") from None
-    return factory(**(args or {}))
-
 
 def _load_builtin_plugins() -> None:
-    import scheduler.plugins  # noqa: F401  (registers the built-in plugins on import)
+    """Nothing left to load: the built-in plugins register when ``scheduler`` is imported. Kept for
+    ``scheduler.policy.registry``, which still calls it."""
 
 
 @dataclass

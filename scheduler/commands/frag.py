@@ -171,8 +171,6 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import scheduler.plugins  # noqa: F401  (plugin modules may register extra profiles on import)
-
     policies: list[str] = []
     for name in args.policy:
         canon = canonical_name(name)

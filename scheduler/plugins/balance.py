@@ -25,8 +25,9 @@ import numpy as np
 from scheduler.engine.row_adapters import RowScoreMixin
 from scheduler.frag.balance_terms import balance_terms
 from scheduler.frag.fgd_scores import target_workload
-from scheduler.framework import CycleState, register
+from scheduler.framework import CycleState
 from scheduler.model import TaskRequest
+from scheduler.plugin_registry import register
 
 
 @register("balance")

@@ -12,8 +12,9 @@ from scheduler.engine.arrays import ClusterArrays
 from scheduler.engine.row_adapters import RowScoreMixin
 from scheduler.frag.balance_terms import balance_terms
 from scheduler.frag.lookahead import M_ZERO, clip, empty_rows, gang_reserved_sizes, multi_gpu_share
-from scheduler.framework import CycleState, register
+from scheduler.framework import CycleState
 from scheduler.model import Node, TaskRequest
+from scheduler.plugin_registry import register
 
 
 @register("balance_yield")

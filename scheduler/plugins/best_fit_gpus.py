@@ -8,8 +8,9 @@ import numpy as np
 
 from scheduler.engine.fit import fitting_gpu_mask
 from scheduler.engine.row_adapters import RowChooserMixin
-from scheduler.framework import CycleState, register
+from scheduler.framework import CycleState
 from scheduler.model import TaskRequest
+from scheduler.plugin_registry import register
 
 
 @register("best_fit_gpus")

@@ -11,8 +11,9 @@ import numpy as np
 from scheduler.engine.row_adapters import RowScoreMixin
 from scheduler.frag.fgd_scores import target_workload
 from scheduler.frag.lookahead import GAP_LOOKAHEAD, fine_scores
-from scheduler.framework import CycleState, register
+from scheduler.framework import CycleState
 from scheduler.model import TaskRequest
+from scheduler.plugin_registry import register
 
 
 @register("fgd_fine")

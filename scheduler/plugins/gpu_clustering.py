@@ -16,8 +16,9 @@ import numpy as np
 
 from scheduler.engine.arrays import ClusterArrays, task_tag
 from scheduler.engine.row_adapters import RowScoreMixin
-from scheduler.framework import CycleState, register
+from scheduler.framework import CycleState
 from scheduler.model import TaskRequest
+from scheduler.plugin_registry import register
 
 
 @register("gpu_clustering")

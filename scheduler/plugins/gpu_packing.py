@@ -14,8 +14,9 @@ import numpy as np
 
 from scheduler.engine.arrays import ClusterArrays
 from scheduler.engine.row_adapters import RowScoreMixin
-from scheduler.framework import CycleState, register
+from scheduler.framework import CycleState
 from scheduler.model import GPU_MILLI, TaskRequest
+from scheduler.plugin_registry import register
 
 
 @register("gpu_packing")

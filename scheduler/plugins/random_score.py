@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from scheduler.engine.row_adapters import RowScoreMixin
-from scheduler.framework import CycleState, register
+from scheduler.framework import CycleState
 from scheduler.model import TaskRequest
+from scheduler.plugin_registry import register
 
 
 @register("random")

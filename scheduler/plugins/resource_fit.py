@@ -12,8 +12,9 @@ import numpy as np
 
 from scheduler.engine.arrays import ClusterArrays
 from scheduler.engine.fit import fitting_gpu_mask, fitting_gpus
-from scheduler.framework import CycleState, Status, register
+from scheduler.framework import CycleState, Status
 from scheduler.model import Node, TaskRequest
+from scheduler.plugin_registry import register
 
 
 @register("resource_fit")

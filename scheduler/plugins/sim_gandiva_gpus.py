@@ -8,8 +8,9 @@ without a side channel (``tenant_type``)."""
 from __future__ import annotations
 
 from scheduler.engine.fit import fitting_gpus
-from scheduler.framework import CycleState, register
+from scheduler.framework import CycleState
 from scheduler.model import Node, TaskRequest
+from scheduler.plugin_registry import register
 
 
 def tenant_type(task_id: str) -> int:

@@ -4,8 +4,9 @@ binpack by GPU memory: the node, then the GPU, whose free GPU memory left after 
 from __future__ import annotations
 
 from scheduler.engine.fit import fitting_gpus
-from scheduler.framework import CycleState, register
+from scheduler.framework import CycleState
 from scheduler.model import Node, TaskRequest
+from scheduler.plugin_registry import register
 
 
 @register("sim_gpu_memory_binpack")

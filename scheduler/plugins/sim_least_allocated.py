@@ -3,8 +3,9 @@ NodeResourcesFit/LeastAllocated on GPUs, ``100 * free_milli / capacity_milli`` o
 
 from __future__ import annotations
 
-from scheduler.framework import CycleState, register
+from scheduler.framework import CycleState
 from scheduler.model import GPU_MILLI, Node, TaskRequest
+from scheduler.plugin_registry import register
 
 
 def _capacity(node: Node) -> int:

@@ -21,8 +21,9 @@ from scheduler.frag.lookahead import (
     cpu_pressure,
     multi_gpu_share,
 )
-from scheduler.framework import CycleState, register
+from scheduler.framework import CycleState
 from scheduler.model import GPU_MILLI, TaskRequest
+from scheduler.plugin_registry import register
 
 
 @register("strand_guard")

@@ -32,8 +32,9 @@ from typing import Any
 import numpy as np
 
 from scheduler.engine.fit import fitting_gpus
-from scheduler.framework import BatchGpuChooserPlugin, CycleState, create_plugin, min_max_normalize, register
+from scheduler.framework import BatchGpuChooserPlugin, CycleState, min_max_normalize
 from scheduler.model import ClusterSnapshot, Node, Placement, TaskRequest
+from scheduler.plugin_registry import create_plugin, register
 from scheduler.topology import (
     Choice,
     CommProfile,

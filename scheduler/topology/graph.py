@@ -14,6 +14,7 @@ from scheduler.topology.links import (
     MAX_NVLINKS_PER_GPU,
     PCIE_CLASSES,
     Generation,
+    canonical_class,
     generation_for,
 )
 
@@ -156,8 +157,6 @@ class Topology:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Topology:
         """Inverse of ``to_dict``; raises ValueError with one clear line on malformed input."""
-        from scheduler.topology.links import canonical_class
-
         try:
             links = data["links"]
             classes: list[tuple[str, ...]] = []

@@ -10,6 +10,7 @@ header. Anything else raises ``TopologyParseError`` whose message names the offe
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from scheduler.topology.graph import Topology
 from scheduler.topology.links import canonical_class
@@ -163,8 +164,6 @@ def parse_topology(text: str, *, gpu_model: str = "", source: str = "") -> Topol
 
 def read_topology_file(path: str, *, gpu_model: str = "") -> Topology:
     """Parse a matrix file; errors name the file and the line."""
-    from pathlib import Path
-
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8-sig", errors="replace")

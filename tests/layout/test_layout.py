@@ -150,8 +150,8 @@ def test_every_plugin_module_registers_one_plugin() -> None:
 
 def test_the_library_imports_no_benchmark_harness() -> None:
     # scheduler/bench and the CLI (scheduler/commands) may use the library; the library may not use
-    # them. ``scheduler.sim.merge`` is a command-line merge of simulate runs and plots what it merges.
-    allowed = ("bench/", "commands/", "__main__.py", "sim/merge.py")
+    # them.
+    allowed = ("bench/", "commands/", "__main__.py")
     offenders = []
     for path in sorted((ROOT / "scheduler").rglob("*.py")):
         rel = path.relative_to(ROOT / "scheduler").as_posix()
@@ -160,4 +160,70 @@ def test_the_library_imports_no_benchmark_harness() -> None:
         offenders += [
             f"{rel} imports {n}" for n in sorted(_imported_modules(path)) if n.startswith("scheduler.bench")
         ]
+    assert offenders == []
+
+
+def _late_imports(path: Path) -> list[int]:
+    """Lines of the import statements of ``path`` that run later than its import (in a function or class)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    top = {id(node) for node in tree.body}
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in top
+    ]
+
+
+def test_the_framework_and_the_plugin_registry_import_nothing_late() -> None:
+    # The registry is full because the package root imports scheduler.plugins, not because
+    # create_plugin loads the plugins on its first call.
+    scheduler = ROOT / "scheduler"
+    paths = [
+        scheduler / "framework.py",
+        scheduler / "plugin_registry.py",
+        scheduler / "plugins" / "__init__.py",
+    ]
+    assert [f"{path.relative_to(ROOT)}:{line}" for path in paths for line in _late_imports(path)] == []
+
+
+def test_the_late_import_finder_finds_an_import_in_a_function(tmp_path: Path) -> None:
+    module = tmp_path / "probe.py"
+    module.write_text("import os\n\n\ndef f() -> None:\n    import sys\n")
+    assert _late_imports(module) == [5]
+
+
+def test_the_plugin_registry_is_a_leaf_and_the_framework_imports_no_plugin() -> None:
+    # framework -> plugin_registry <- plugins -> framework: one way, so neither needs the other to
+    # have finished loading.
+    scheduler = ROOT / "scheduler"
+    offenders = [
+        f"plugin_registry.py imports {name}"
+        for name in sorted(_imported_modules(scheduler / "plugin_registry.py"))
+        if name.startswith("scheduler")
+    ]
+    offenders += [
+        f"framework.py imports {name}"
+        for name in sorted(_imported_modules(scheduler / "framework.py"))
+        if name.startswith("scheduler.plugins")
+    ]
+    assert offenders == []
+
+
+def test_the_plugins_package_imports_every_plugin_module() -> None:
+    package = ROOT / "scheduler" / "plugins"
+    modules = {p.stem for p in package.glob("*.py")} - {"__init__"}
+    imported = {
+        name.removeprefix("scheduler.plugins.") for name in _imported_modules(package / "__init__.py")
+    }
+    assert sorted(modules - imported) == []
+
+
+def test_the_simulator_imports_no_benchmark() -> None:
+    # The merge of sharded simulate runs plots what it merges, so it lives in bench/simulate.
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sorted((ROOT / "scheduler" / "sim").rglob("*.py"))
+        for name in sorted(_imported_modules(path))
+        if name.startswith("scheduler.bench")
+    ]
     assert offenders == []

@@ -16,6 +16,7 @@ from scheduler.engine.placement import PlacementEngine
 from scheduler.engine.schedule import schedule
 from scheduler.framework import CycleState
 from scheduler.model import ClusterSnapshot, Gpu, JobRequest, Node, TaskRequest
+from scheduler.plugin_registry import create_plugin
 from scheduler.plugins.resource_fit import ResourceFit
 from scheduler.profiles import PROFILES, get_profile
 
@@ -118,8 +119,6 @@ def test_batch_resource_fit_agrees_with_the_per_node_filter(
     ),
 )
 def test_batch_scores_equal_per_node_scores(snapshot: ClusterSnapshot, task: TaskRequest, name: str) -> None:
-    from scheduler.framework import create_plugin
-
     plugin = create_plugin(name)
     arrays = ClusterArrays.from_snapshot(snapshot)
     state = CycleState(snapshot=snapshot, arrays=arrays)

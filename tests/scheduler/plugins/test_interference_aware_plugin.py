@@ -11,6 +11,7 @@ from scheduler.framework import Profile
 from scheduler.interference.models import InterferenceModel
 from scheduler.interference.store import save_model
 from scheduler.model import ClusterSnapshot, Decision, Gpu, JobRequest, Node, Placement, TaskRequest
+from scheduler.plugin_registry import create_plugin
 
 
 def _profile(model_path: Path) -> Profile:
@@ -125,8 +126,6 @@ def test_a_trained_model_is_used_and_named_in_the_reason(
 
 
 def test_the_plugin_is_registered_by_name() -> None:
-    from scheduler.framework import create_plugin
-
     plugin = create_plugin("interference_aware", {"use_model": False})
     assert plugin.name == "interference_aware"
 

@@ -7,8 +7,9 @@ import dataclasses
 import numpy as np
 
 from scheduler.engine.arrays import ClusterArrays
-from scheduler.framework import CycleState, create_plugin
+from scheduler.framework import CycleState
 from scheduler.model import ClusterSnapshot, Gpu, JobRequest, Node, Placement, TaskRequest
+from scheduler.plugin_registry import create_plugin
 from scheduler.topology.graph import Topology
 from tests.scheduler.topology.topo_helpers import dgx1_volta_test_node
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from scheduler.engine.schedule import schedule
-from scheduler.framework import Profile, create_plugin
+from scheduler.framework import Profile
 from scheduler.model import ClusterSnapshot, Decision, Gpu, JobRequest, Node, Placement, TaskRequest
+from scheduler.plugin_registry import create_plugin
 from scheduler.topology.graph import Topology
 from tests.scheduler.topology.topo_helpers import load, needs_data
 

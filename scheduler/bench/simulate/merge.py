@@ -1,5 +1,6 @@
-"""``python -m scheduler.sim.merge OUT.json IN.json [IN.json ...] [--plot OUT.png]``: one report from
-runs of the same trace and cluster whose policies ran in separate processes (in parallel)."""
+"""``python -m scheduler.bench.simulate.merge OUT.json IN.json [IN.json ...] [--plot OUT.png]``: one
+report from ``python -m scheduler simulate`` runs of the same trace and cluster whose policies ran in
+separate processes (in parallel)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from scheduler.sim.runner import merge_reports
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scheduler.sim.merge", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m scheduler.bench.simulate.merge", description=__doc__)
     parser.add_argument("out", type=Path)
     parser.add_argument("inputs", type=Path, nargs="+")
     parser.add_argument("--plot", type=Path)
