@@ -253,3 +253,13 @@ def min_max_normalize(scores: list[float]) -> list[float]:
     if hi == lo:
         return [100.0] * len(scores)
     return [100.0 * (s - lo) / (hi - lo) for s in scores]
+
+
+def min_max_rows(scores: np.ndarray) -> np.ndarray:
+    """``min_max_normalize`` on an array."""
+    if scores.size == 0:
+        return scores
+    lo, hi = float(scores.min()), float(scores.max())
+    if hi == lo:
+        return np.full(scores.shape, 100.0)
+    return 100.0 * (scores - lo) / (hi - lo)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform as _platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,13 @@ def _datasets(arg: str | None, data_dir: Path) -> list[str]:
     return chosen
 
 
+def _records(data_dir: Path, datasets: list[str]) -> list[PairRecord]:
+    try:
+        return load_datasets(data_dir, datasets)
+    except DatasetError as exc:
+        raise CommandError(str(exc)) from None
+
+
 def _limit_threads(n: int) -> Any:
     from threadpoolctl import threadpool_limits
 
@@ -168,10 +176,7 @@ def run_train(args: argparse.Namespace) -> int:
     data_dir = _data_dir(args.data)
     datasets = _datasets(args.datasets, data_dir)
     out = args.out or default_model_path()
-    try:
-        records = load_datasets(data_dir, datasets)
-    except DatasetError as exc:
-        raise CommandError(str(exc)) from None
+    records = _records(data_dir, datasets)
     t0 = time.perf_counter()
     with _limit_threads(args.threads):
         try:
@@ -268,10 +273,7 @@ def run_pack_study(args: argparse.Namespace) -> int:
 
     data_dir = _data_dir(args.data)
     datasets = _datasets(args.datasets, data_dir)
-    try:
-        records = load_datasets(data_dir, datasets)
-    except DatasetError as exc:
-        raise CommandError(str(exc)) from None
+    records = _records(data_dir, datasets)
     t0 = time.perf_counter()
     with _limit_threads(args.threads):
         study = nested_pack_study(records, folds=args.folds)
@@ -288,8 +290,6 @@ def run_pack_study(args: argparse.Namespace) -> int:
 
 
 def run_online_benchmark(args: argparse.Namespace) -> int:
-    import sys
-
     from scheduler.interference.online import OnlineConfig, default_fit, plot_online, run_online
 
     for name in ("splits", "max_per_pair", "own_weight"):

@@ -9,30 +9,16 @@ from __future__ import annotations
 import numpy as np
 
 from scheduler.engine.arrays import ClusterArrays
-from scheduler.engine.row_adapters import RowScoreMixin
-from scheduler.framework import CycleState
+from scheduler.framework import CycleState, min_max_rows
 from scheduler.model import TaskRequest
 from scheduler.plugin_registry import register
-
-
-def min_max_rows(scores: np.ndarray) -> np.ndarray:
-    """Map onto 0..100 linearly; all equal -> all 100."""
-    if scores.size == 0:
-        return scores
-    lo, hi = float(scores.min()), float(scores.max())
-    if hi == lo:
-        return np.full(scores.shape, 100.0)
-    return 100.0 * (scores - lo) / (hi - lo)
+from scheduler.plugins.dot_product import NodeSpecScaled
 
 
 @register("best_fit")
-class BestFit(RowScoreMixin):
+class BestFit(NodeSpecScaled):
     name = "best_fit"
     cacheable = True
-
-    def __init__(self, cpu_scale: float = 128_000.0, gpu_scale: float = 8_000.0) -> None:
-        self.cpu_scale = cpu_scale
-        self.gpu_scale = gpu_scale
 
     def score_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
         arrays: ClusterArrays = state.arrays

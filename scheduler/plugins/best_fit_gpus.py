@@ -6,24 +6,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.engine.fit import fitting_gpu_mask
-from scheduler.engine.row_adapters import RowChooserMixin
+from scheduler.engine.row_adapters import SharedGpuRowChooser
 from scheduler.framework import CycleState
 from scheduler.model import TaskRequest
 from scheduler.plugin_registry import register
 
 
 @register("best_fit_gpus")
-class BestFitGpus(RowChooserMixin):
+class BestFitGpus(SharedGpuRowChooser):
     name = "best_fit_gpus"
 
-    def choose_gpus_row(self, state: CycleState, task: TaskRequest, row: int) -> tuple[int, ...] | None:
-        mask = fitting_gpu_mask(state.arrays, task, np.array([row]))[0]
-        candidates = np.flatnonzero(mask)
-        needed = max(task.gpus, 1)
-        if candidates.size < needed:
-            return None
-        if task.gpus:
-            return tuple(int(i) for i in candidates[:needed])
-        free = state.arrays.gpu_free[row, candidates]
-        return (int(candidates[int(np.argmin(free))]),)
+    def choose_shared_row(
+        self, state: CycleState, task: TaskRequest, row: int, fitting: np.ndarray
+    ) -> tuple[int, ...] | None:
+        free = state.arrays.gpu_free[row, fitting]
+        return (int(fitting[int(np.argmin(free))]),)

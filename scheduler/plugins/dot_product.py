@@ -17,14 +17,19 @@ from scheduler.model import TaskRequest
 from scheduler.plugin_registry import register
 
 
-@register("dot_product")
-class DotProduct(RowScoreMixin):
-    name = "dot_product"
-    cacheable = True
+class NodeSpecScaled(RowScoreMixin):
+    """A score over free CPU and free milli-GPU, each divided by its scale (default: the largest node
+    of the trace cluster)."""
 
     def __init__(self, cpu_scale: float = 128_000.0, gpu_scale: float = 8_000.0) -> None:
         self.cpu_scale = cpu_scale
         self.gpu_scale = gpu_scale
+
+
+@register("dot_product")
+class DotProduct(NodeSpecScaled):
+    name = "dot_product"
+    cacheable = True
 
     def score_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
         arrays: ClusterArrays = state.arrays

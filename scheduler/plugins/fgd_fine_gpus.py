@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.engine.fit import fitting_gpu_mask
-from scheduler.engine.row_adapters import RowChooserMixin
+from scheduler.engine.row_adapters import SharedGpuRowChooser
 from scheduler.frag.lookahead import GAP_LOOKAHEAD_GPU, fine_scores
 from scheduler.framework import CycleState
 from scheduler.model import TaskRequest
@@ -15,7 +14,7 @@ from scheduler.plugin_registry import register
 
 
 @register("fgd_fine_gpus")
-class FgdFineGpus(RowChooserMixin):
+class FgdFineGpus(SharedGpuRowChooser):
     """GPU chooser matching ``fgd_fine``: a shared task takes the GPU with the best unfloored score,
     whole GPUs the first k idle ones."""
 
@@ -24,19 +23,13 @@ class FgdFineGpus(RowChooserMixin):
     def __init__(self, lookahead: float = GAP_LOOKAHEAD_GPU) -> None:
         self.lookahead = lookahead
 
-    def choose_gpus_row(self, state: CycleState, task: TaskRequest, row: int) -> tuple[int, ...] | None:
-        rows = np.array([row])
-        mask = fitting_gpu_mask(state.arrays, task, rows)[0]
-        needed = max(task.gpus, 1)
-        if int(mask.sum()) < needed:
-            return None
-        if task.gpus:
-            return tuple(int(i) for i in np.flatnonzero(mask)[:needed])
-        fitting = np.flatnonzero(mask)
+    def choose_shared_row(
+        self, state: CycleState, task: TaskRequest, row: int, fitting: np.ndarray
+    ) -> tuple[int, ...] | None:
         free = state.arrays.gpu_free[row, fitting]
         if (free == free[0]).all():
             # A shared task's score depends on its GPU only through the GPU's free milli-GPU, so
             # equally free GPUs tie, and ties go to the first (e.g. only idle GPUs admitted).
             return (int(fitting[0]),)
-        best = int(fine_scores(state, task, rows, self.lookahead)[1][0])
+        best = int(fine_scores(state, task, np.array([row]), self.lookahead)[1][0])
         return None if best < 0 else (best,)

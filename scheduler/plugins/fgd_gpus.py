@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.engine.fit import fitting_gpu_mask
-from scheduler.engine.row_adapters import RowChooserMixin
+from scheduler.engine.row_adapters import SharedGpuRowChooser
 from scheduler.frag.fgd_scores import fgd_scores, target_workload
 from scheduler.framework import CycleState
 from scheduler.model import TaskRequest
@@ -14,16 +13,11 @@ from scheduler.plugin_registry import register
 
 
 @register("fgd_gpus")
-class FgdGpus(RowChooserMixin):
+class FgdGpus(SharedGpuRowChooser):
     name = "fgd_gpus"
 
-    def choose_gpus_row(self, state: CycleState, task: TaskRequest, row: int) -> tuple[int, ...] | None:
-        rows = np.array([row])
-        mask = fitting_gpu_mask(state.arrays, task, rows)[0]
-        needed = max(task.gpus, 1)
-        if int(mask.sum()) < needed:
-            return None
-        if task.gpus:
-            return tuple(int(i) for i in np.flatnonzero(mask)[:needed])
-        best = int(fgd_scores(state, task, rows, target_workload(state))[1][0])
+    def choose_shared_row(
+        self, state: CycleState, task: TaskRequest, row: int, fitting: np.ndarray
+    ) -> tuple[int, ...] | None:
+        best = int(fgd_scores(state, task, np.array([row]), target_workload(state))[1][0])
         return None if best < 0 else (best,)

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.engine.fit import fitting_gpu_mask
-from scheduler.engine.row_adapters import RowChooserMixin
+from scheduler.engine.row_adapters import SharedGpuRowChooser
 from scheduler.framework import CycleState
 from scheduler.model import TaskRequest
 from scheduler.plugin_registry import register
 
 
 @register("first_fit_gpus")
-class FirstFitGpus(RowChooserMixin):
+class FirstFitGpus(SharedGpuRowChooser):
     name = "first_fit_gpus"
 
-    def choose_gpus_row(self, state: CycleState, task: TaskRequest, row: int) -> tuple[int, ...] | None:
-        candidates = np.flatnonzero(fitting_gpu_mask(state.arrays, task, np.array([row]))[0])
-        needed = max(task.gpus, 1)
-        if candidates.size < needed:
-            return None
-        return tuple(int(i) for i in candidates[:needed])
+    def choose_shared_row(
+        self, state: CycleState, task: TaskRequest, row: int, fitting: np.ndarray
+    ) -> tuple[int, ...] | None:
+        return (int(fitting[0]),)

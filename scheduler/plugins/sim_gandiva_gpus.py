@@ -7,7 +7,7 @@ without a side channel (``tenant_type``)."""
 
 from __future__ import annotations
 
-from scheduler.engine.fit import fitting_gpus
+from scheduler.engine.row_adapters import SharedGpuNodeChooser
 from scheduler.framework import CycleState
 from scheduler.model import Node, TaskRequest
 from scheduler.plugin_registry import register
@@ -20,16 +20,12 @@ def tenant_type(task_id: str) -> int:
 
 
 @register("sim_gandiva_gpus")
-class GandivaGpus:
+class GandivaGpus(SharedGpuNodeChooser):
     name = "sim_gandiva_gpus"
 
-    def choose_gpus(self, state: CycleState, task: TaskRequest, node: Node) -> tuple[int, ...] | None:
-        fits = fitting_gpus(task, node)
-        needed = max(task.gpus, 1)
-        if len(fits) < needed:
-            return None
-        if task.gpus:
-            return tuple(fits[:needed])
+    def choose_shared(
+        self, state: CycleState, task: TaskRequest, node: Node, fits: list[int]
+    ) -> tuple[int, ...] | None:
         idle = [i for i in fits if node.gpus[i].is_idle]
         if idle:
             return (idle[0],)

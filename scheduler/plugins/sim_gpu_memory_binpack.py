@@ -4,13 +4,14 @@ binpack by GPU memory: the node, then the GPU, whose free GPU memory left after 
 from __future__ import annotations
 
 from scheduler.engine.fit import fitting_gpus
+from scheduler.engine.row_adapters import SharedGpuNodeChooser
 from scheduler.framework import CycleState
 from scheduler.model import Node, TaskRequest
 from scheduler.plugin_registry import register
 
 
 @register("sim_gpu_memory_binpack")
-class GpuMemoryBinpack:
+class GpuMemoryBinpack(SharedGpuNodeChooser):
     name = "sim_gpu_memory_binpack"
 
     def score(self, state: CycleState, task: TaskRequest, node: Node) -> float:
@@ -22,13 +23,9 @@ class GpuMemoryBinpack:
         left = min(node.gpus[i].free_memory_mib - task.gpu_memory_mib for i in fits)
         return 100.0 * (1.0 - left / max(1, node.gpus[fits[0]].memory_mib))
 
-    def choose_gpus(self, state: CycleState, task: TaskRequest, node: Node) -> tuple[int, ...] | None:
-        fits = fitting_gpus(task, node)
-        needed = max(task.gpus, 1)
-        if len(fits) < needed:
-            return None
-        if task.gpus:
-            return tuple(fits[:needed])
+    def choose_shared(
+        self, state: CycleState, task: TaskRequest, node: Node, fits: list[int]
+    ) -> tuple[int, ...] | None:
         best = min(fits, key=lambda i: (node.gpus[i].free_memory_mib, i))
         return (best,)
 

@@ -4,12 +4,9 @@ NodeResourcesFit/LeastAllocated on GPUs, ``100 * free_milli / capacity_milli`` o
 from __future__ import annotations
 
 from scheduler.framework import CycleState
-from scheduler.model import GPU_MILLI, Node, TaskRequest
+from scheduler.model import Node, TaskRequest
 from scheduler.plugin_registry import register
-
-
-def _capacity(node: Node) -> int:
-    return len(node.gpus) * GPU_MILLI or 1
+from scheduler.plugins.sim_most_allocated import gpu_use
 
 
 @register("sim_least_allocated")
@@ -17,5 +14,5 @@ class LeastAllocated:
     name = "sim_least_allocated"
 
     def score(self, state: CycleState, task: TaskRequest, node: Node) -> float:
-        used = sum(g.used_milli for g in node.gpus)
-        return 100.0 * (_capacity(node) - used) / _capacity(node)
+        used, capacity = gpu_use(node)
+        return 100.0 * (capacity - used) / capacity

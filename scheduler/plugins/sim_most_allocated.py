@@ -8,8 +8,9 @@ from scheduler.model import GPU_MILLI, Node, TaskRequest
 from scheduler.plugin_registry import register
 
 
-def _capacity(node: Node) -> int:
-    return len(node.gpus) * GPU_MILLI or 1
+def gpu_use(node: Node) -> tuple[int, int]:
+    """The node's used milli-GPU and its milli-GPU capacity (at least 1, so a GPU-less node divides)."""
+    return sum(g.used_milli for g in node.gpus), len(node.gpus) * GPU_MILLI or 1
 
 
 @register("sim_most_allocated")
@@ -17,5 +18,5 @@ class MostAllocated:
     name = "sim_most_allocated"
 
     def score(self, state: CycleState, task: TaskRequest, node: Node) -> float:
-        used = sum(g.used_milli for g in node.gpus)
-        return 100.0 * used / _capacity(node)
+        used, capacity = gpu_use(node)
+        return 100.0 * used / capacity
