@@ -77,7 +77,7 @@ from scheduler.backends.base import (
 )
 from scheduler.backends.sim_clusters import cluster_spec, node_links, topology_from_file
 from scheduler.backends.simulated_throughput import reported_throughput
-from scheduler.model import GPU_MILLI, ClusterSnapshot, Gpu, Node, Placement
+from scheduler.model import GPU_MILLI, ClusterSnapshot, Gpu, Node, Placement, reserve
 
 if TYPE_CHECKING:
     from scheduler.sim.perf import PerfModel
@@ -502,13 +502,7 @@ class SimulatedBackend:
             node = nodes.get(placement.node)
             if node is None:
                 continue
-            node.used_cpu_milli += placement.cpu_milli
-            node.used_memory_mib += placement.memory_mib
-            for idx in placement.gpu_indices:
-                gpu = node.gpus[idx]
-                gpu.used_milli += placement.gpu_milli
-                gpu.used_memory_mib += placement.gpu_memory_mib
-                gpu.tenants.append(placement.task_id)
+            reserve(node, placement)
             running.append(placement)
             profile = self._profile(task)
             if profile:
