@@ -17,8 +17,9 @@ from jobs import scheduling
 from jobs.binding import job_bind
 from jobs.cluster import get_backend
 from jobs.colocation import colocation_sweep
-from jobs.models import ColocationMeasurement, Job
-from jobs.profiling_services import solo_profile_record
+from jobs.models import ColocationMeasurement, Job, SoloProfile
+from jobs.profiling_services import command_hash, command_line
+from jobs.solo_sampling import solo_sample_sweep
 from jobs.sync import sync_status
 from scheduler.backends.base import TaskPhase
 from scheduler.backends.simulated import JOB_TYPE_ENV, SimulatedBackend
@@ -72,23 +73,25 @@ def test_a_co_location_on_the_simulated_backend_is_measured_at_the_ground_truth_
     type_a, type_b = measured_pair(perf)
     commands = {t: ["python", "train.py", "--model", t] for t in (type_a, type_b)}
 
-    # Solo runs: each configuration alone on a whole GPU reports its isolated throughput, which
-    # becomes its solo profile (what the node agent's samples would give).
+    # Solo runs: each configuration alone on a whole GPU reports its isolated throughput, and beat's
+    # solo sampling records it as the configuration's solo profile, the path a real job takes.
+    settings.SOLO_WARMUP_SECONDS = 0.0
+    settings.SOLO_PROFILE_SECONDS = 20.0
     solo_jobs = [
         submit(researcher, image, command=commands[t], gpus=1, sim_duration_seconds=60, env={JOB_TYPE_ENV: t})
         for t in (type_a, type_b)
     ]
     alone = run(sim, clock, solo_jobs)
     for job, t in zip(solo_jobs, (type_a, type_b), strict=True):
-        reported = alone[str(job.pk)].throughput
-        assert reported == pytest.approx(perf.iso_tput[t])
-        samples = [
-            {"t": float(s), "gpu_util": 50.0, "mem_util": 20.0, "memory_mib": 2000.0, "throughput": reported}
-            for s in range(3)
-        ]
-        solo_profile_record(
-            image=image.reference, command=commands[t], gpu_model=gpu_model, samples=samples, warmup_s=0.0
-        )
+        assert alone[str(job.pk)].throughput == pytest.approx(perf.iso_tput[t])
+    assert solo_sample_sweep(sim) == 0  # one sample spans no window yet
+    clock.advance(25)
+    assert solo_sample_sweep(sim) == 2
+    for t in (type_a, type_b):
+        solo = SoloProfile.objects.get(command_hash=command_hash(command_line(commands[t])))
+        assert solo.solo_throughput == pytest.approx(perf.iso_tput[t])
+        assert (solo.image, solo.gpu_model, solo.samples) == (image.reference, gpu_model, 2)
+        assert solo.model_family == perf.job_types[perf.index(t)].family
     clock.advance(120)  # both solo runs finish
     sync_status(backend=sim)
     assert {Job.objects.get(pk=j.pk).status for j in solo_jobs} == {"SUCCEEDED"}
@@ -107,6 +110,7 @@ def test_a_co_location_on_the_simulated_backend_is_measured_at_the_ground_truth_
     together = run(sim, clock, shared)
     assert together[str(shared[0].pk)].gpu_indices == together[str(shared[1].pk)].gpu_indices
 
+    assert solo_sample_sweep(sim) == 0  # sharing a GPU: not a solo run, nothing sampled
     assert colocation_sweep(sim) == 1
 
     (row,) = ColocationMeasurement.objects.all()
