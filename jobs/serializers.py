@@ -3,6 +3,8 @@ jobs.services, which the browser form and the CLI share; bounds come from jobs.s
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import shlex
 from typing import Any
 
@@ -83,17 +85,8 @@ def _bounds_messages(kwargs: dict[str, Any], invalid: str) -> dict[str, str]:
     return {"min_value": between, "max_value": between, "invalid": invalid}
 
 
-def _int(**kwargs: Any) -> serializers.IntegerField:
-    return serializers.IntegerField(
-        error_messages=_bounds_messages(kwargs, "A valid integer is required."), **kwargs
-    )
-
-
-def _bounded(name: str, **kwargs: Any) -> serializers.IntegerField:
-    """An optional integer field of the spec: bounds from ``specs.INT_BOUNDS``, default from JobSpec."""
-    low, high = specs.INT_BOUNDS[name]
-    kwargs.setdefault("default", specs.JobSpec.default_of(name))
-    return _int(min_value=low, max_value=high, required=False, **kwargs)
+def _int(field_class: type[serializers.IntegerField] = serializers.IntegerField, **kwargs: Any) -> Any:
+    return field_class(error_messages=_bounds_messages(kwargs, "A valid integer is required."), **kwargs)
 
 
 def _number(**kwargs: Any) -> serializers.FloatField:
@@ -103,7 +96,11 @@ def _number(**kwargs: Any) -> serializers.FloatField:
 @extend_schema_field(
     {
         "oneOf": [
-            {"type": "integer", "minimum": -specs.MAX_PRIORITY, "maximum": specs.MAX_PRIORITY},
+            {
+                "type": "integer",
+                "minimum": specs.INT_BOUNDS["priority"][0],
+                "maximum": specs.INT_BOUNDS["priority"][1],
+            },
             {"type": "string", "enum": ["low", "normal", "high", "urgent"]},
         ]
     }
@@ -127,90 +124,113 @@ class PriorityField(serializers.IntegerField):
 GPU_REQUESTS = ("cpu", "share", "whole")
 
 
+def _bounded(
+    name: str, field_class: type[serializers.IntegerField] = serializers.IntegerField, **kwargs: Any
+) -> serializers.Field:
+    """A numeric field of the spec: bounds from ``specs.BOUNDS`` (ints: an integer field, floats: a
+    number), optional, default from JobSpec (a None default also allows null)."""
+    low, high = specs.BOUNDS[name]
+    default = specs.JobSpec.default_of(name)
+    kwargs.update(min_value=low, max_value=high, required=False, default=default)
+    if default is None:
+        kwargs["allow_null"] = True
+    return _number(**kwargs) if isinstance(low, float) else _int(field_class, **kwargs)
+
+
+def _input_fields() -> dict[str, serializers.Field]:
+    """JobCreateInput's fields: one per JobSpec field, in its order, each numeric one built from the
+    bounds table; the request's parts that are not the spec (team, image, gpu_request) after the
+    field they are shown with."""
+    shaped: dict[str, serializers.Field] = {
+        "name": serializers.CharField(
+            max_length=specs.MAX_NAME, required=False, default="", allow_blank=True
+        ),
+        "command": CommandField(help_text='Argument list, e.g. ["python", "train.py"], or one string.'),
+        "args": _strings(specs.MAX_ARGS, specs.MAX_ARG, required=False, default=list),
+        "env": serializers.DictField(
+            child=serializers.CharField(
+                max_length=specs.MAX_ENV_VALUE, allow_blank=True, trim_whitespace=False
+            ),
+            required=False,
+            default=dict,
+        ),
+        "gpu_models": _strings(specs.MAX_GPU_MODELS, specs.MAX_GPU_MODEL, required=False, default=list),
+        "priority": _bounded(
+            "priority",
+            PriorityField,
+            help_text="Higher first; or a class: low (-100), normal (0), high (100), urgent (500, if an "
+            "admin allowed you). A higher class may preempt a lower one of the same team.",
+        ),
+        "preemptible": serializers.BooleanField(
+            required=False,
+            default=specs.JobSpec.default_of("preemptible"),
+            help_text="Whether the scheduler may stop the job for another one.",
+        ),
+        "allow_sharing": serializers.BooleanField(
+            required=False,
+            default=specs.JobSpec.default_of("allow_sharing"),
+            help_text="A one-GPU job (gpus: 1) that may be packed onto a share of a GPU when the model "
+            "predicts it stays within slowdown_tolerance.",
+        ),
+        "kind": serializers.ChoiceField(
+            choices=JobKind.choices,
+            required=False,
+            default=specs.JobSpec.default_of("kind"),
+            help_text="batch, or workspace: a server (JupyterLab, TensorBoard, any HTTP app) opened through "
+            "/workspaces/<id>/ and culled when idle; a workspace defaults to 250 milli-GPU, not "
+            "preemptible (docs/workspaces.md).",
+        ),
+        "workspace_app": serializers.ChoiceField(
+            choices=WorkspaceApp.choices,
+            required=False,
+            default=specs.JobSpec.default_of("workspace_app"),
+            allow_blank=True,
+        ),
+    }
+    help_texts = {
+        "sim_duration_seconds": "Simulated backend only: how long the job runs, in simulated seconds.",
+        "min_runtime_seconds": "Each run may not be preempted before it is this old.",
+        "preemption_grace_seconds": "Seconds between SIGTERM and SIGKILL when preempted; null = the "
+        "platform default.",
+    }
+    not_spec: dict[str, dict[str, serializers.Field]] = {
+        "name": {
+            "team": ReferenceField(
+                required=False,
+                help_text="Team id or slug; may be omitted when you can submit to one team only.",
+            ),
+            "image": ReferenceField(help_text="Image id or reference (name:tag) from GET /api/v1/images/."),
+        },
+        "env": {
+            "gpu_request": serializers.ChoiceField(
+                choices=GPU_REQUESTS,
+                required=False,
+                help_text="What the job asks for, said explicitly (the form always says it): cpu = no GPU, "
+                "share = gpu_milli of one GPU, whole = gpus >= 1 whole GPUs. Checked against gpus and "
+                "gpu_milli; not stored.",
+            )
+        },
+    }
+    built: dict[str, serializers.Field] = {}
+    for name in (spec_field.name for spec_field in dataclasses.fields(specs.JobSpec)):
+        if name in shaped:
+            built[name] = shaped[name]
+        else:  # a numeric field: a spec field that is neither shaped here nor bounded fails at import
+            built[name] = _bounded(name, help_text=help_texts.get(name))
+        built.update(not_spec.get(name, {}))
+    return built
+
+
+_INPUT_FIELDS = _input_fields()
+
+
 class JobCreateInput(StrictInputMixin, serializers.Serializer):
     """A job to submit. ``gpus`` (whole GPUs per replica) and ``gpu_milli`` (a share of one GPU per
     replica, 1-999, optionally with ``gpu_memory_mib``) are mutually exclusive; neither = CPU only."""
 
-    name = serializers.CharField(max_length=specs.MAX_NAME, required=False, default="", allow_blank=True)
-    team = ReferenceField(
-        required=False, help_text="Team id or slug; may be omitted when you can submit to one team only."
-    )
-    image = ReferenceField(help_text="Image id or reference (name:tag) from GET /api/v1/images/.")
-    command = CommandField(help_text='Argument list, e.g. ["python", "train.py"], or one string.')
-    args = _strings(specs.MAX_ARGS, specs.MAX_ARG, required=False, default=list)
-    env = serializers.DictField(
-        child=serializers.CharField(max_length=specs.MAX_ENV_VALUE, allow_blank=True, trim_whitespace=False),
-        required=False,
-        default=dict,
-    )
-    gpu_request = serializers.ChoiceField(
-        choices=GPU_REQUESTS,
-        required=False,
-        help_text="What the job asks for, said explicitly (the form always says it): cpu = no GPU, "
-        "share = gpu_milli of one GPU, whole = gpus >= 1 whole GPUs. Checked against gpus and gpu_milli; "
-        "not stored.",
-    )
-    gpus = _bounded("gpus")
-    gpu_milli = _bounded("gpu_milli", allow_null=True)
-    gpu_memory_mib = _bounded("gpu_memory_mib")
-    gpu_models = _strings(specs.MAX_GPU_MODELS, specs.MAX_GPU_MODEL, required=False, default=list)
-    cpu_milli = _bounded("cpu_milli")
-    memory_mib = _bounded("memory_mib")
-    replicas = _bounded("replicas")
-    priority = PriorityField(
-        min_value=specs.INT_BOUNDS["priority"][0],
-        max_value=specs.INT_BOUNDS["priority"][1],
-        required=False,
-        default=specs.JobSpec.default_of("priority"),
-        error_messages=_bounds_messages(
-            dict(zip(("min_value", "max_value"), specs.INT_BOUNDS["priority"], strict=True)),
-            "A valid integer is required.",
-        ),
-        help_text="Higher first; or a class: low (-100), normal (0), high (100), urgent (500, if an admin "
-        "allowed you). A higher class may preempt a lower one of the same team.",
-    )
-    max_runtime_seconds = _bounded("max_runtime_seconds", allow_null=True)
-    max_retries = _bounded("max_retries")
-    slowdown_tolerance = _number(
-        min_value=1.0, max_value=specs.MAX_SLOWDOWN_TOLERANCE, required=False, default=1.5
-    )
-    sim_duration_seconds = _number(
-        min_value=0.001,
-        max_value=specs.MAX_SIM_DURATION_SECONDS,
-        required=False,
-        allow_null=True,
-        default=None,
-        help_text="Simulated backend only: how long the job runs, in simulated seconds.",
-    )
-    preemptible = serializers.BooleanField(
-        required=False, default=True, help_text="Whether the scheduler may stop the job for another one."
-    )
-    min_runtime_seconds = _bounded(
-        "min_runtime_seconds", help_text="Each run may not be preempted before it is this old."
-    )
-    allow_sharing = serializers.BooleanField(
-        required=False,
-        default=False,
-        help_text="A one-GPU job (gpus: 1) that may be packed onto a share of a GPU when the model "
-        "predicts it stays within slowdown_tolerance.",
-    )
-    preemption_grace_seconds = _bounded(
-        "preemption_grace_seconds",
-        allow_null=True,
-        help_text="Seconds between SIGTERM and SIGKILL when preempted; null = the platform default.",
-    )
-    kind = serializers.ChoiceField(
-        choices=JobKind.choices,
-        required=False,
-        default="batch",
-        help_text="batch, or workspace: a server (JupyterLab, TensorBoard, any HTTP app) opened through "
-        "/workspaces/<id>/ and culled when idle; a workspace defaults to 250 milli-GPU, not preemptible "
-        "(docs/workspaces.md).",
-    )
-    workspace_app = serializers.ChoiceField(
-        choices=WorkspaceApp.choices, required=False, default="", allow_blank=True
-    )
-    workspace_port = _bounded("workspace_port", allow_null=True)
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # Generated from JobSpec and specs.BOUNDS instead of declared, so no field is written twice.
+        return copy.deepcopy(_INPUT_FIELDS)
 
 
 class JobValidateOutput(serializers.Serializer):

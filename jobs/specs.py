@@ -50,9 +50,10 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESERVED_ENV = re.compile(r"^(NVIDIA_VISIBLE_DEVICES|CUDA_VISIBLE_DEVICES|CUDA_MPS_\w*|GPU_PLATFORM_\w*)$")
 
 
-# Inclusive bounds of the integer fields, stated once: validate_job_spec checks them, and the API's
-# input serializer (jobs.serializers) publishes and enforces the same ones.
-INT_BOUNDS: dict[str, tuple[int, int]] = {
+# Inclusive bounds of the numeric fields, stated once: validate_job_spec checks them, and the API's
+# input serializer (jobs.serializers) builds its bounded fields from this table: a pair of ints is an
+# integer field, a pair of floats a number.
+BOUNDS: dict[str, tuple[int, int] | tuple[float, float]] = {
     "gpus": (0, MAX_GPUS),
     "gpu_milli": (1, 999),
     "gpu_memory_mib": (0, MAX_GPU_MEMORY_MIB),
@@ -62,9 +63,18 @@ INT_BOUNDS: dict[str, tuple[int, int]] = {
     "priority": (-MAX_PRIORITY, MAX_PRIORITY),
     "max_runtime_seconds": (1, MAX_RUNTIME_SECONDS),
     "max_retries": (0, MAX_RETRIES),
+    "slowdown_tolerance": (1.0, MAX_SLOWDOWN_TOLERANCE),
+    # A millisecond: the simulated clock's resolution, and far below any real job.
+    "sim_duration_seconds": (0.001, MAX_SIM_DURATION_SECONDS),
     "min_runtime_seconds": (0, MAX_MIN_RUNTIME_SECONDS),
     "preemption_grace_seconds": (0, MAX_PREEMPTION_GRACE_SECONDS),
     "workspace_port": (1024, 65535),
+}
+INT_BOUNDS: dict[str, tuple[int, int]] = {
+    name: (int(low), int(high)) for name, (low, high) in BOUNDS.items() if isinstance(low, int)
+}
+FLOAT_BOUNDS: dict[str, tuple[float, float]] = {
+    name: (float(low), float(high)) for name, (low, high) in BOUNDS.items() if isinstance(low, float)
 }
 
 
@@ -117,6 +127,10 @@ def _is_int(value: object) -> bool:
 
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value == value  # not NaN
+
+
+def _number_between(value: object, low: float, high: float) -> bool:
+    return _is_number(value) and low <= value <= high  # type: ignore[operator]
 
 
 def _int_in(errors: dict[str, list[str]], name: str, value: object) -> None:
@@ -192,18 +206,12 @@ def validate_job_spec(spec: JobSpec) -> dict[str, list[str]]:
     if spec.max_runtime_seconds is not None:
         _int_in(errors, "max_runtime_seconds", spec.max_runtime_seconds)
     _int_in(errors, "max_retries", spec.max_retries)
-    if (
-        not _is_number(spec.slowdown_tolerance)
-        or not 1.0 <= spec.slowdown_tolerance <= MAX_SLOWDOWN_TOLERANCE
-    ):
-        errors["slowdown_tolerance"] = [f"A number between 1.0 and {MAX_SLOWDOWN_TOLERANCE:g} is required."]
-    if spec.sim_duration_seconds is not None and (
-        not _is_number(spec.sim_duration_seconds)
-        or not 0 < spec.sim_duration_seconds <= MAX_SIM_DURATION_SECONDS
-    ):
-        errors["sim_duration_seconds"] = [
-            f"A number of seconds above 0 and at most {MAX_SIM_DURATION_SECONDS:g} is required."
-        ]
+    low, high = FLOAT_BOUNDS["slowdown_tolerance"]
+    if not _number_between(spec.slowdown_tolerance, low, high):
+        errors["slowdown_tolerance"] = [f"A number between {low} and {high:g} is required."]
+    low, high = FLOAT_BOUNDS["sim_duration_seconds"]
+    if spec.sim_duration_seconds is not None and not _number_between(spec.sim_duration_seconds, low, high):
+        errors["sim_duration_seconds"] = [f"A number of seconds from {low:g} to {high:g} is required."]
     for name in ("preemptible", "allow_sharing"):
         if not isinstance(getattr(spec, name), bool):
             errors[name] = ["Must be true or false."]
