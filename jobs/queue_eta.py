@@ -2,56 +2,78 @@
 rounds and kept in the cache for the API (``eta``, ``eta_confidence`` of a queued job).
 
 Expected remaining time of a running job, and run time of a waiting one: its ``max_runtime_seconds``
-(source ``limit``), else the median run time of the same user's completed jobs of that image and
-size, else the team's (``history``), else the duration the simulated backend was given
-(``sim_duration_seconds``, a ``guess`` on other backends); without any, unknown. Best effort: an
-estimate that fails is logged and leaves the previous one.
+(source ``limit``), else ``scheduler.policy.eta.RuntimeHistory`` over the completed jobs of the
+teams in the estimate (the one definition the simulator's benchmarks use): the same user's jobs of
+that image and shape (GPUs, share, replicas), else the team's of that image and shape, else the
+team's of that GPU count, else the team's (``history``); for a running job, the time left given how
+long it has run. Else the duration the simulated backend was given (``sim_duration_seconds``, a
+``guess`` on other backends), else everyone's run times (``guess``); without any, unknown. Best
+effort: an estimate that fails is logged and leaves the previous one.
 """
 
 from __future__ import annotations
 
 import logging
-import statistics
-from typing import Any
+from collections.abc import Hashable, Iterable
 
 from django.core.cache import cache
 
 from jobs.models import Job
 from jobs.states import JobStatus
-from scheduler.policy.eta import estimate_starts
+from scheduler.policy.eta import RuntimeHistory, estimate_starts
 from scheduler.policy.view import PolicyView
 
 logger = logging.getLogger(__name__)
 
 ETA_KEY = "jobs:queue-eta"
-HISTORY = 50
+HISTORY = 50  # run times kept per pool (RuntimeHistory's window)
+HISTORY_JOBS = 500  # latest completed jobs read per team
 MAX_STEPS = 100
 
 
-def _median_runtime(**where: Any) -> float | None:
-    done = (
-        Job.objects.filter(
-            status=JobStatus.SUCCEEDED.value, started_at__isnull=False, finished_at__isnull=False, **where
+def _shape(job: Job) -> Hashable:
+    return (job.image_id, job.gpus, job.gpu_milli, job.replicas)
+
+
+def runtime_history(team_ids: Iterable[int]) -> RuntimeHistory:
+    """The latest ``HISTORY_JOBS`` succeeded jobs of each team, oldest first, in a ``RuntimeHistory``."""
+    history = RuntimeHistory(window=HISTORY)
+    done: list[Job] = []
+    for team_id in sorted(set(team_ids)):
+        latest = (
+            Job.objects.filter(
+                team_id=team_id,
+                status=JobStatus.SUCCEEDED.value,
+                started_at__isnull=False,
+                finished_at__isnull=False,
+            )
+            .only(
+                "team_id", "user_id", "image_id", "gpus", "gpu_milli", "replicas", "started_at", "finished_at"
+            )
+            .order_by("-finished_at", "-pk")[:HISTORY_JOBS]
         )
-        .order_by("-finished_at")
-        .values_list("started_at", "finished_at")[:HISTORY]
-    )
-    seconds = [(end - start).total_seconds() for start, end in done]
-    return statistics.median(seconds) if seconds else None
+        done.extend(latest)
+    for job in sorted(done, key=lambda j: (j.finished_at, j.pk)):
+        if job.started_at is None or job.finished_at is None:  # excluded by the query; for the type
+            continue
+        seconds = max(0.0, (job.finished_at - job.started_at).total_seconds())
+        history.add(str(job.team_id), job.gpus, seconds, user=job.user_id, shape=_shape(job))
+    return history
 
 
-def expected_runtime(job: Job) -> tuple[float | None, str]:
-    """(expected run time in seconds, its source) of ``job``; see the module docstring."""
+def expected_runtime(job: Job, history: RuntimeHistory, elapsed: float = 0.0) -> tuple[float | None, str]:
+    """(expected seconds left of ``job`` after running ``elapsed``, its source); see the module
+    docstring."""
     if job.max_runtime_seconds:
-        return float(job.max_runtime_seconds), "limit"
-    shape = {"image_id": job.image_id, "gpus": job.gpus, "gpu_milli": job.gpu_milli, "replicas": job.replicas}
-    for where in ({"user_id": job.user_id, **shape}, {"team_id": job.team_id, **shape}):
-        found = _median_runtime(**where)
-        if found is not None:
-            return found, "history"
+        return max(0.0, float(job.max_runtime_seconds) - elapsed), "limit"
+    found, source = history.remaining(
+        str(job.team_id), job.gpus, elapsed, user=job.user_id, shape=_shape(job)
+    )
+    if found is not None and source == "history":
+        return found, source
     if job.sim_duration_seconds:
-        return float(job.sim_duration_seconds), "guess"
-    return None, "guess"
+        return max(0.0, float(job.sim_duration_seconds) - elapsed), "guess"
+    return found, "guess"
 
 
 def refresh_etas(
@@ -63,15 +85,20 @@ def refresh_etas(
         durations: dict[str, float | None] = {}
         sources: dict[str, str] = {}
         running = Job.objects.in_bulk([int(r.job_id) for r in view.running if r.job_id.isdigit()])
+        history = runtime_history(
+            [j.team_id for j in running.values()] + [j.team_id for j in jobs.values() if j is not None]
+        )
         for r in view.running:
             job = running.get(int(r.job_id)) if r.job_id.isdigit() else None
-            total, source = expected_runtime(job) if job is not None else (None, "guess")
-            remaining[r.job_id] = None if total is None else max(0.0, total - (view.now - r.started_at))
-            sources[r.job_id] = source
+            remaining[r.job_id], sources[r.job_id] = (
+                expected_runtime(job, history, max(0.0, view.now - r.started_at))
+                if job is not None
+                else (None, "guess")
+            )
         for request in view.queue:
             job = jobs.get(request.job_id)
             durations[request.job_id], sources[request.job_id] = (
-                expected_runtime(job) if job is not None else (None, "guess")
+                expected_runtime(job, history) if job is not None else (None, "guess")
             )
         found = estimate_starts(
             view, policy, remaining=remaining, durations=durations, sources=sources, max_steps=MAX_STEPS

@@ -18,7 +18,7 @@ of each expected time in ``sources``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 
 from scheduler.model import reserve, unreserve
@@ -127,30 +127,53 @@ def estimate_starts(
 class RuntimeHistory:
     """Run times of completed jobs, for expected run and remaining times where no limit is declared.
 
-    Pools, most specific first: the team's jobs of the same size, the team's jobs, every job (the
+    Pools, most specific first: the user's jobs of the same image and shape, the team's jobs of that
+    image and shape (both only when the caller names a ``user`` and a ``shape``: the platform does,
+    a trace has neither), the team's jobs of the same GPU count, the team's jobs, every job (the
     last is a ``guess``; the others are ``history``). Each keeps the latest ``window`` run times.
 
     ``remaining(team, gpus, elapsed)``: with ``conditional`` (the default), the median of what the
     pool's runs that outlived ``elapsed`` ran beyond it, ``median(d - elapsed | d > elapsed)``: run
     times are heavy-tailed, so a job that has already run long is expected to run longer than the
-    unconditional median says. A job that outlived every run of its pools is expected to run as long
-    again (``elapsed``, a ``guess``). Without ``conditional``: ``max(0, median(d) - elapsed)``.
+    unconditional median says. A pool none of whose runs outlived ``elapsed`` gives way to the next
+    one; a job that outlived every run of its pools is expected to run as long again (``elapsed``, a
+    ``guess``). Without ``conditional``: ``max(0, median(d) - elapsed)`` of the first non-empty pool.
     """
 
     def __init__(self, window: int = 50, *, conditional: bool = True) -> None:
         self.window = window
         self.conditional = conditional
-        self.pools: dict[tuple[str, int | None] | None, list[float]] = {}
+        self.pools: dict[Hashable, list[float]] = {}
 
-    def add(self, team: str, gpus: int, seconds: float) -> None:
-        for key in ((team, gpus), (team, None), None):
+    @staticmethod
+    def _keys(team: str, gpus: int, user: Hashable, shape: Hashable) -> list[tuple[Hashable, str]]:
+        keys: list[tuple[Hashable, str]] = []
+        if shape is not None:
+            if user is not None:
+                keys.append((("user", user, shape), "history"))
+            keys.append((("team", team, shape), "history"))
+        return [*keys, ((team, gpus), "history"), ((team, None), "history"), (None, "guess")]
+
+    def add(
+        self, team: str, gpus: int, seconds: float, *, user: Hashable = None, shape: Hashable = None
+    ) -> None:
+        """Record a completed run (``user``/``shape``: see the class docstring)."""
+        for key, _ in self._keys(team, gpus, user, shape):
             pool = self.pools.setdefault(key, [])
             pool.append(seconds)
             del pool[: max(0, len(pool) - self.window)]
 
-    def remaining(self, team: str, gpus: int, elapsed: float = 0.0) -> tuple[float | None, str]:
+    def remaining(
+        self,
+        team: str,
+        gpus: int,
+        elapsed: float = 0.0,
+        *,
+        user: Hashable = None,
+        shape: Hashable = None,
+    ) -> tuple[float | None, str]:
         """(expected seconds left, source) of a job of ``team`` on ``gpus`` that ran ``elapsed``."""
-        for key, source in (((team, gpus), "history"), ((team, None), "history"), (None, "guess")):
+        for key, source in self._keys(team, gpus, user, shape):
             pool = self.pools.get(key)
             if not pool:
                 continue
