@@ -121,6 +121,7 @@ def test_rbac_is_least_privilege() -> None:
     assert grants(rules_of("ClusterRole", "gpu-platform-node-agent")) == {
         ("nodes", "get"),
         ("nodes", "patch"),
+        ("pods", "list"),  # the report loop's own node's pods; it reads no Secret and writes no pod
     }
     cluster_wide = grants(rules_of("ClusterRole", "gpu-platform-scheduler"))
     assert ("pods/binding", "create") in cluster_wide
