@@ -42,7 +42,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Case, F, Value, When
 
 from jobs import dispatch, heartbeat, lease
@@ -83,6 +83,72 @@ HISTORY_JOBS = 5000
 # Kept across cycles of this process: the interference plugin's verdicts (only a cache: a verdict
 # depends only on its key, so a worker restart costs recomputation, never a different decision).
 _MEMO = InterferenceMemo()
+
+
+class JobRows:
+    """Job rows (with their team, user and image) kept between cycles of this process, each under
+    its rows' versions, so a cycle builds model objects only for the rows that changed since the last.
+
+    The version is PostgreSQL's ``(xmin, ctid)`` of the job's, team's, user's and image's rows: every
+    UPDATE writes a new row version (a new ``ctid``, and a new ``xmin`` from another transaction), so
+    a cancel, a priority edit, a requeue or a waiting reason written by the cycle shows as a new
+    version and the row is loaded again; locks (``SELECT ... FOR UPDATE``) leave it as it was. Other
+    databases have no such column: every cycle loads every row there."""
+
+    def __init__(self, *statuses: str) -> None:
+        self.statuses = [str(s) for s in statuses]
+        self._rows: dict[int, tuple[str, Job]] = {}
+
+    def load(self) -> list[Job]:
+        """The jobs in ``statuses`` now, in the model's order (newest first)."""
+        base = Job.objects.filter(status__in=self.statuses).select_related("team", "user", "image")
+        versions = _row_versions(self.statuses)
+        if versions is None:
+            return list(base)
+        stale = [pk for pk, version in versions.items() if self._rows.get(pk, ("", None))[0] != version]
+        loaded: dict[int, Job] = {}
+        for start in range(0, len(stale), 2000):
+            loaded.update((j.pk, j) for j in base.filter(pk__in=stale[start : start + 2000]).order_by())
+        # A row changed between the two reads is kept under the older version: loaded again next time.
+        rows = {pk: (versions[pk], loaded[pk]) for pk in stale if pk in loaded}
+        rows.update((pk, self._rows[pk]) for pk in versions if pk not in rows and pk in self._rows)
+        self._rows = {pk: row for pk, row in rows.items() if pk in versions}
+        jobs = [job for _version, job in self._rows.values()]
+        jobs.sort(key=lambda j: (j.created_at, j.pk), reverse=True)  # Job.Meta.ordering
+        return jobs
+
+    def forget(self, pk: int) -> None:
+        """Drop a row whose object the cycle handed on (an admission may change it in memory)."""
+        self._rows.pop(pk, None)
+
+    def clear(self) -> None:
+        self._rows.clear()
+
+
+def _row_versions(statuses: list[str]) -> dict[int, str] | None:
+    """Job id -> the row versions of the job and of its team, user and image (PostgreSQL), for the
+    jobs in ``statuses``; None on a database without row versions."""
+    if connection.vendor != "postgresql":
+        return None
+    tables = [Job._meta.db_table] + [
+        Job._meta.get_field(name).related_model._meta.db_table  # type: ignore[union-attr]
+        for name in ("team", "user", "image")
+    ]
+    job, team, user, image = (connection.ops.quote_name(t) for t in tables)
+    version = " || ".join(f"{a}.xmin::text || {a}.ctid::text" for a in ("j", "t", "u", "i"))
+    sql = (
+        f"SELECT j.id, {version} FROM {job} j JOIN {team} t ON t.id = j.team_id "
+        f"JOIN {user} u ON u.id = j.user_id JOIN {image} i ON i.id = j.image_id "
+        "WHERE j.status = ANY(%s)"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [statuses])
+        return {int(pk): str(v) for pk, v in cursor.fetchall()}
+
+
+# The queue between cycles (see JobRows); like _MEMO, only a cache: a restart costs a full load.
+_QUEUED = JobRows(JobStatus.QUEUED.value)
+_RUNNING = JobRows(JobStatus.RUNNING.value, JobStatus.STARTING.value)
 
 
 @dataclass
@@ -189,23 +255,24 @@ def _running_jobs(
     snapshot: ClusterSnapshot, now: float, backend: ClusterBackend | None = None
 ) -> list[RunningJob]:
     """RUNNING and STARTING jobs, with their current run's start and placements (backend first)."""
-    jobs = list(
-        Job.objects.filter(status__in=[JobStatus.RUNNING.value, JobStatus.STARTING.value])
-        .select_related("team", "user", "image")
-        .prefetch_related("tasks")
-    )
+    jobs = _RUNNING.load()
     if not jobs:
         return []
     attained = attained_gpu_seconds(job_ids=[j.pk for j in jobs])
     by_job: dict[str, list[Placement]] = defaultdict(list)
     for placement in snapshot.running:
         by_job[placement.job_id].append(placement)
+    # The stored tasks only of the jobs the backend does not show (one query, not one per job).
+    unseen = [j.pk for j in jobs if str(j.pk) not in by_job]
+    stored: dict[int, list[Task]] = defaultdict(list)
+    for task in Task.objects.filter(job_id__in=unseen).order_by("job_id", "index", "id") if unseen else []:
+        stored[task.job_id].append(task)
     # A STARTING job's run has not begun: it counts from now (min_runtime protects it).
     starts = [(j, j.run_started_at.timestamp() if j.run_started_at else now) for j in jobs]
     borrowed = _borrowed(starts)
     running = []
     for job, started in starts:
-        placements = by_job.get(str(job.pk)) or [task_placement(job, t) for t in job.tasks.all()]
+        placements = by_job.get(str(job.pk)) or [task_placement(job, t) for t in stored[job.pk]]
         running.append(
             RunningJob(
                 request=job_request(job, attained_gpu_s=attained.get(job.pk, 0.0)),
@@ -266,7 +333,7 @@ def build_view(backend: ClusterBackend, *, now: float | None = None, rounds: boo
     _reserve_migration_targets(snapshot)
     fill_running_task_profiles(snapshot)
     hold_profiling_gpus(snapshot, now)  # PROFILE_NEW_JOBS: nothing is packed beside a job profiled alone
-    queued = list(Job.objects.filter(status=JobStatus.QUEUED.value).select_related("team", "user", "image"))
+    queued = _QUEUED.load()
     # A preemptor whose victims still hold their GPUs waits for them, out of the policy's queue: were
     # it offered again, the policy would pick more victims for it every cycle of the grace period.
     held: dict[int, list[int]] = defaultdict(list)
@@ -321,6 +388,7 @@ def add_pending_binds(snapshot: ClusterSnapshot) -> None:
 
 def _persist_placement(job: Job, placements: list[Placement], *, why: str = "placed") -> bool:
     """QUEUED -> ADMITTED with Task rows, atomically; False if the job left QUEUED meanwhile."""
+    _QUEUED.forget(job.pk)  # job_transition changes the object in memory, whatever the outcome
     placements = agree_on_shared_gpus(placements)  # in placement order, before sorting by index
     placements = sorted(placements, key=lambda p: int(p.task_id.rsplit("-", 1)[1]))
     where = ", ".join(f"{p.node} GPU {list(p.gpu_indices)}" for p in placements)
