@@ -49,3 +49,16 @@ def test_conditional_remaining_time_grows_with_the_time_already_run() -> None:
     assert history.remaining("a", 1, elapsed=200.0) == (pytest.approx(2800.0), "history")
     # Outlived every run known: expected to run as long again.
     assert history.remaining("a", 1, elapsed=6000.0) == (6000.0, "guess")
+
+
+def test_the_users_runs_of_that_shape_come_before_the_teams_and_a_pool_nobody_outlived_gives_way() -> None:
+    history = RuntimeHistory(conditional=True)
+    history.add("a", 2, 100.0, user="ada", shape=("img", 2))
+    history.add("a", 2, 900.0, user="bob", shape=("img", 2))
+    history.add("a", 2, 5000.0)  # a trace run: no user, no shape
+    assert history.remaining("a", 2, user="ada", shape=("img", 2)) == (100.0, "history")
+    assert history.remaining("a", 2, user="cy", shape=("img", 2)) == (500.0, "history")  # the team's shape
+    assert history.remaining("a", 2, user="cy", shape=("other", 2)) == (900.0, "history")  # by GPU count
+    # Ada's one run ended at 100 s and the team's shape pool at 900 s: at 950 s only the GPU-count pool
+    # has a run that outlived it.
+    assert history.remaining("a", 2, 950.0, user="ada", shape=("img", 2)) == (4050.0, "history")
