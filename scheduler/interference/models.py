@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.interference import forest
 from scheduler.interference.datasets import PERMISSIVE_DATASETS, PairRecord, Profile
 from scheduler.interference.features import (
     FEATURE_NAMES,
@@ -211,20 +212,20 @@ class InterferenceModel:
         has_fp = ~np.isnan(x[:, N_BASE:]).all(axis=1)
         y = np.empty(x.shape[0])
         if has_fp.any():
-            y[has_fp] = self.regressor.predict(xa[has_fp])
+            y[has_fp] = forest.predict(self.regressor, xa[has_fp])
         if (~has_fp).any():
             base_columns = self.columns.copy()
             base_columns[N_BASE:] = False
-            y[~has_fp] = self.base_regressor.predict(x[~has_fp][:, base_columns])
+            y[~has_fp] = forest.predict(self.base_regressor, x[~has_fp][:, base_columns])
         y = np.clip(y, Y_FLOOR, 1.0)
         if self.quantile is None:
             yq = y
         else:
-            yq = np.minimum(np.clip(self.quantile.predict(xa) - self.quantile_shift, Y_FLOOR, 1.0), y)
+            yq = np.minimum(np.clip(forest.predict(self.quantile, xa) - self.quantile_shift, Y_FLOOR, 1.0), y)
         if self.classifier is None:
             p = np.full(x.shape[0], self.p_feasible_constant)
         else:
-            p = self.classifier.predict_proba(xa)[:, 1]
+            p = forest.predict_proba(self.classifier, xa)[:, 1]
         return y, yq, p
 
     def predict_records(self, records: Sequence[PairRecord]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
