@@ -94,11 +94,12 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         responses={201: JobDetailOutput, 409: ErrorSerializer, **ERRORS},
     )
     def create(self, request: Request) -> Response:
-        checked = validation.check_submission(user=request.user, data=request.data)
+        # One pass of every check (the cluster's included), then the job is stored without a second.
+        checked = validation.check_submission(user=request.user, data=request.data, cluster=True)
         if not checked.ok:
             raise ValidationError(checked.errors)
-        assert checked.spec is not None and checked.image is not None
-        job = services.job_submit(
+        assert checked.spec is not None and checked.image is not None and checked.team is not None
+        job = services.job_submit_checked(
             user=request.user, spec=checked.spec, image=checked.image, team=checked.team
         )
         return self._output(job, code=status.HTTP_201_CREATED)

@@ -242,8 +242,10 @@ def resolve_team(*, user: Any, team: Team | int | str | None) -> Team:
             raise PermissionDenied("You are a viewer in all your teams; viewers cannot submit jobs.")
         message = "Name the team to submit to." if writable else "You are not a member of any team."
         raise ValidationError({"team": [message]})
+    role: str | None = None
     if isinstance(team, Team):
-        found: Team | None = team if role_of(user=user, team=team) else None
+        role = role_of(user=user, team=team)
+        found: Team | None = team if role else None
     elif isinstance(team, int) and not isinstance(team, bool):
         found = mine.filter(pk=team).first()
     elif isinstance(team, str) and team.strip().isdigit():
@@ -254,7 +256,9 @@ def resolve_team(*, user: Any, team: Team | int | str | None) -> Team:
         found = None
     if found is None:
         raise ValidationError({"team": ["No team with this id or slug among your teams."]})
-    if not can_write(role_of(user=user, team=found)):
+    # A team read from ``mine`` carries the caller's role (teams_for_user annotates it): no second read.
+    role = role or getattr(found, "role", None) or role_of(user=user, team=found)
+    if not can_write(role):
         raise PermissionDenied(f"Viewers of team {found.name} cannot submit jobs.")
     return found
 
@@ -391,25 +395,58 @@ def job_submit(
     if errors:
         raise ValidationError(errors)
     assert chosen_image is not None
+    return job_submit_checked(user=user, spec=spec, image=chosen_image, team=chosen_team, reason=reason)
+
+
+def job_submit_checked(*, user: Any, spec: JobSpec, image: JobImage, team: Team, reason: str = "") -> Job:
+    """Queue a submission that has passed every check of :func:`job_submit` (the API's one pass:
+    jobs.validation.check_submission with ``cluster=True``), without checking it again.
+
+    The job goes DRAFT -> SUBMITTED -> QUEUED exactly as through job_transition (the same fields and
+    one JobEvent per edge), but the row is inserted in its final state and the events in one bulk
+    insert: no other transaction can see, let alone lock, a row that is not committed yet, so the
+    locked re-reads of job_transition would only cost queries.
+    """
     actor = user.get_username()
+    now = timezone.now()
+    job = Job(
+        **_spec_columns(spec) | {"name": spec.name.strip() or image.name},
+        team=team,
+        user=user,
+        image=image,
+        status=JobStatus.DRAFT.value,
+        created_at=now,
+    )
+    events = [
+        JobEvent(
+            job=job,
+            created_at=now,
+            from_status="",
+            to_status=JobStatus.DRAFT.value,
+            actor=actor,
+            reason="created",
+        )
+    ]
+    # Quota is taken when the cycle admits the job (jobs.scheduling), not here: a job over the team's
+    # free quota waits in the queue with the reason.
+    for to, by, why in (
+        (JobStatus.SUBMITTED, actor, reason or "submitted"),
+        (JobStatus.QUEUED, "system", QUEUED_REASON),
+    ):
+        source = JobStatus(job.status)
+        if not is_legal(source, to) or to in HOLDS_QUOTA:
+            raise IllegalTransition(0, source.value, to.value)
+        _apply_transition(job, source, to, why, "", now)
+        events.append(
+            JobEvent(
+                job=job, created_at=now, from_status=source.value, to_status=to.value, actor=by, reason=why
+            )
+        )
     with transaction.atomic():
-        job = Job.objects.create(
-            **_spec_columns(spec) | {"name": spec.name.strip() or chosen_image.name},
-            team=chosen_team,
-            user=user,
-            image=chosen_image,
-            status=JobStatus.DRAFT.value,
-        )
-        JobEvent.objects.create(
-            job=job, from_status="", to_status=JobStatus.DRAFT.value, actor=actor, reason="created"
-        )
-        job_transition(job=job, to=JobStatus.SUBMITTED, actor=actor, reason=reason or "submitted")
-        # Quota is taken when the cycle admits the job (jobs.scheduling), not here: a job over the
-        # team's free quota waits in the queue with the reason.
-        job_transition(job=job, to=JobStatus.QUEUED, actor="system", reason=QUEUED_REASON)
+        job.save(force_insert=True)
+        JobEvent.objects.bulk_create(events)
         dispatch.request_scheduling_cycle()
-    job.refresh_from_db()
-    audit.info("job submitted: id=%s team=%s by=%s", job.pk, chosen_team.slug, actor)
+    audit.info("job submitted: id=%s team=%s by=%s", job.pk, team.slug, actor)
     return job
 
 

@@ -4,7 +4,7 @@
 It reports every problem at once, as ``{field: [message, ...]}``: unknown fields, the input shapes
 (jobs.serializers.JobCreateInput), the spec's rules (jobs.specs.validate_job_spec), the explicit GPU
 request, the team and the image, and for a dry run what needs the cluster (a request no node could
-ever hold). Nothing is stored; jobs.services.job_submit then queues the job.
+ever hold). Nothing is stored; jobs.services.job_submit_checked (or job_submit) then queues the job.
 """
 
 from __future__ import annotations
@@ -98,8 +98,9 @@ def check_submission(*, user: Any, data: Any, cluster: bool = False) -> CheckedS
     """Every problem with the submission ``data`` (the JSON body of ``POST /api/v1/jobs/``) for
     ``user``, or the validated parts. Raises PermissionDenied only where job_submit would (a viewer).
 
-    ``cluster``: also what needs the cluster (services.cluster_problems), as a dry run must; a submit
-    leaves it to job_submit, which asks the backend once inside the same checks."""
+    ``cluster``: also what needs the cluster (services.cluster_problems), as a dry run must. The API's
+    submit asks for it too and then stores with services.job_submit_checked, so every check runs once;
+    a caller that submits with job_submit leaves it out (job_submit asks the backend itself)."""
     if not isinstance(data, Mapping):
         return CheckedSubmission(errors={"non_field_errors": ["Send a JSON object of job fields."]})
     data = with_workspace_defaults(data)
