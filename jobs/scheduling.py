@@ -352,11 +352,14 @@ def build_view(backend: ClusterBackend, *, now: float | None = None, rounds: boo
     attained = attained_gpu_seconds(job_ids=[j.pk for j in offered])
     solo = solo_profiles_for_jobs(offered)
     # A backend that knows what a job is (the simulated one: the ground truth's job type in its env)
-    # profiles the jobs never measured, as the node agent would have (manage.py replay relies on it).
+    # gives its profile, as the node agent would have measured it (manage.py replay relies on it). It
+    # wins over a stored one: the simulated solo sampling stores that same ground truth, but with 0 %
+    # SM and memory utilisation for what Gavel never measured, where the ground truth leaves them
+    # missing, so the stored copy would change the interference model's inputs.
     known = getattr(backend, "job_profile", None)
     if callable(known):
         for j in offered:
-            if j.pk not in solo and (found := known(j.env or {})):
+            if found := known(j.env or {}):
                 solo[j.pk] = found
     view = PolicyView(
         snapshot=snapshot,

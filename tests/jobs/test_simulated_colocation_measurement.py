@@ -107,6 +107,12 @@ def test_a_co_location_on_the_simulated_backend_is_measured_at_the_ground_truth_
         )
         for t in (type_a, type_b)
     ]
+    # The stored solo profiles do not replace the ground truth in the policy's view: they carry 0 %
+    # utilisation for what Gavel never measured, where the ground truth leaves it missing.
+    offered = {r.job_id: r.profile for r in scheduling.build_view(sim).view.queue}
+    for job, t in zip(shared, (type_a, type_b), strict=True):
+        assert offered[str(job.pk)] == sim.job_profile({JOB_TYPE_ENV: t})
+        assert "gpu_util" not in offered[str(job.pk)]
     together = run(sim, clock, shared)
     assert together[str(shared[0].pk)].gpu_indices == together[str(shared[1].pk)].gpu_indices
 
