@@ -39,12 +39,7 @@ import numpy as np
 
 from scheduler.engine.arrays import ClusterArrays
 from scheduler.model import ClusterSnapshot, JobRequest, Node, TaskRequest
-
-# Re-exported: scheduler/plugins/interference_aware.py, sim_interference.py and scheduler/policy/
-# registry.py import the registry's names from here.
-from scheduler.plugin_registry import REGISTRY as REGISTRY
 from scheduler.plugin_registry import create_plugin
-from scheduler.plugin_registry import register as register
 
 
 class StatusCode(enum.Enum):
@@ -181,11 +176,6 @@ class BatchGpuChooserPlugin(Protocol):
 FilterLike = FilterPlugin | BatchFilterPlugin
 ScoreLike = ScorePlugin | BatchScorePlugin
 ChooserLike = GpuChooserPlugin | BatchGpuChooserPlugin
-
-
-def _load_builtin_plugins() -> None:
-    """Nothing left to load: the built-in plugins register when ``scheduler`` is imported. Kept for
-    ``scheduler.policy.registry``, which still calls it."""
 
 
 @dataclass

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.engine.fit import fitting_gpu_mask, fitting_gpus
-from scheduler.framework import CycleState, Status, register
+from scheduler.framework import CycleState, Status
 from scheduler.interference.composition import analytic_pair_throughput, compose_slowdowns
 from scheduler.interference.datasets import Profile
 from scheduler.interference.features import normalize_gpu_type
@@ -55,6 +55,7 @@ from scheduler.interference.models import Y_FLOOR, InterferenceModel
 from scheduler.interference.predict import SetPrediction, SetQuery, predict_sets
 from scheduler.interference.store import cached_model
 from scheduler.model import GPU_MILLI, Node, Placement, TaskRequest
+from scheduler.plugin_registry import register
 
 _KEY = "interference_aware"
 

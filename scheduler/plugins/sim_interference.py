@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 
 from scheduler.engine.fit import fitting_gpus
-from scheduler.framework import CycleState, Status, register
+from scheduler.framework import CycleState, Status
 from scheduler.interference.features import normalize_gpu_type
 from scheduler.interference.predict import SetQuery, predict_sets
 from scheduler.model import GPU_MILLI, Node, TaskRequest
+from scheduler.plugin_registry import register
 from scheduler.plugins.interference_aware import GpuVerdict, InterferenceAware
 from scheduler.plugins.sim_gandiva_gpus import tenant_type
 

@@ -41,7 +41,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from scheduler.framework import REGISTRY, Profile, _load_builtin_plugins
+from scheduler.framework import Profile
+from scheduler.plugin_registry import REGISTRY
 from scheduler.policy.packing import (  # noqa: F401  (re-exported: the request shapes of a policy)
     CONTEXT_MIB,
     SHARED_CPU_MILLI,
@@ -87,7 +88,6 @@ def ours_profile() -> Profile:
     ``sim_interference`` (the same plugin and trained model, memoised across cycles, with the pack
     rule ``sum 1/s > 1``), and the interference and topology plugins added if the default lacks them."""
     base = get_profile("default")
-    _load_builtin_plugins()
     swap = {"interference_aware": "sim_interference"}
     filters = [swap.get(f, f) for f in base.filters]
     scores = {swap.get(k, k): w for k, w in base.scores.items()}

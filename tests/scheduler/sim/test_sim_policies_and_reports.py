@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.framework import REGISTRY
+from scheduler.plugin_registry import REGISTRY
 from scheduler.policy.packing import shared_request
 from scheduler.policy.registry import POLICY_NAMES, make_policy, ours_profile
 from scheduler.profiles import get_profile
