@@ -22,6 +22,7 @@ from jobs.placements import task_placement
 from jobs.services import job_submit
 from jobs.specs import JobSpec
 from jobs.states import JobStatus
+from jobs.sync import sync_status
 from quotas.services import quota_ensure
 from scheduler.backends.simulated import SimulatedBackend
 
@@ -127,6 +128,16 @@ def started(backend: Any, job: Job) -> Job:
     assert job_bind(job_id=job.pk, backend=backend) == "bound"
     job.refresh_from_db()
     assert job.status == JobStatus.STARTING.value
+    return job
+
+
+def running_on_sim(sim: SimulatedBackend, clock: FakeClock, job: Job) -> Job:
+    """Bind the admitted ``job``, let the simulated cluster start it, and sync: it is RUNNING."""
+    assert job_bind(job_id=job.pk, backend=sim) == "bound"
+    clock.advance(15)  # past the simulated pending and start-up
+    sync_status(backend=sim)
+    job.refresh_from_db()
+    assert job.status == JobStatus.RUNNING.value
     return job
 
 

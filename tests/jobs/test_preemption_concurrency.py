@@ -12,7 +12,6 @@ import pytest
 from django.db import connection
 
 from jobs import scheduling
-from jobs.binding import job_bind
 from jobs.models import Job, JobEvent
 from jobs.services import job_cancel
 from jobs.states import JobStatus
@@ -23,6 +22,7 @@ from tests.jobs.runtime_fixtures import (  # noqa: F401  (fixtures)
     clock,
     image,
     researcher,
+    running_on_sim,
     sim,
     submit,
     team,
@@ -38,12 +38,7 @@ requires_postgres = pytest.mark.skipif(
 def _running(sim: Any, clock: Any, researcher: Any, image: Any, **spec: Any) -> Job:
     job = submit(researcher, image, sim_duration_seconds=100_000, **spec)
     assert scheduling.run_scheduling_cycle(backend=sim).admitted == [job.pk]
-    assert job_bind(job_id=job.pk, backend=sim) == "bound"
-    clock.advance(15)
-    sync_status(backend=sim)
-    job.refresh_from_db()
-    assert job.status == JobStatus.RUNNING.value
-    return job
+    return running_on_sim(sim, clock, job)
 
 
 @requires_postgres

@@ -12,17 +12,16 @@ import pytest
 from django.core.cache import cache
 
 from jobs import queue_eta, scheduling
-from jobs.binding import job_bind
 from jobs.models import Job
 from jobs.policy_settings import active_policy
 from jobs.states import JobStatus
-from jobs.sync import sync_status
 from scheduler.backends.simulated import SimulatedBackend
 from tests.jobs.runtime_fixtures import (  # noqa: F401  (fixtures)
     clock,
     image,
     make_member,
     make_team,
+    running_on_sim,
     sim,
     submit,
 )
@@ -43,12 +42,7 @@ def running(user: Any, image: Any, team: Any, sim: SimulatedBackend, clock: Any,
     job = submit(user, image, team=team, **spec)
     cache.delete(scheduling.ROUND_KEY)
     scheduling.run_scheduling_cycle(backend=sim)
-    assert job_bind(job_id=job.pk, backend=sim) == "bound"
-    clock.advance(15)
-    sync_status(backend=sim)
-    job.refresh_from_db()
-    assert job.status == JobStatus.RUNNING.value
-    return job
+    return running_on_sim(sim, clock, job)
 
 
 def test_etas_follow_the_users_history_of_that_image_and_shape_and_the_running_jobs_elapsed_time(
