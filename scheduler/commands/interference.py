@@ -1,9 +1,11 @@
 """``python -m scheduler interference train|evaluate``: build and measure the interference model.
 
-``train --data DIR --out MODEL [--datasets gavel,lucid] [--estimator NAME]`` fits the model on the
-pairs under DIR (default: the datasets the platform may use commercially, i.e. Gavel and the
-platform's own records) and writes a joblib artefact (default ``var/models/interference.joblib``,
-folder overridable by ``GPU_PLATFORM_MODEL_DIR``).
+``train --data DIR --out MODEL [--datasets gavel,lucid] [--estimator NAME] [--exclude-family NAME ...]``
+fits the model on the pairs under DIR (default: the datasets the platform may use commercially, i.e.
+Gavel and the platform's own records) and writes a joblib artefact (default
+``var/models/interference.joblib``, folder overridable by ``GPU_PLATFORM_MODEL_DIR``).
+``--exclude-family`` drops every pair in which either job is of that model family, so a cluster can
+start from a model that has never seen the families it is about to run (and learn them by retraining).
 
 ``pack-study --data DIR --json OUT.json`` compares ways of deciding pack / don't pack under nested
 grouped cross-validation (``scheduler.bench.interference.pack_study``).
@@ -69,6 +71,13 @@ def register(subparsers: Any) -> None:
     train.add_argument("--estimator", choices=ESTIMATORS, default=DEFAULT_ESTIMATOR)
     train.add_argument("--threads", type=int, default=1, help="OpenMP/BLAS threads for fitting (default 1)")
     train.add_argument("--seed", type=int, default=0)
+    train.add_argument(
+        "--exclude-family",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="leave out every pair in which either job is of this model family (repeatable)",
+    )
     train.set_defaults(func=run_train)
 
     ev = sub.add_parser("evaluate", help="grouped cross-validation, held-out test files, latency")
@@ -172,11 +181,36 @@ def _limit_threads(n: int) -> Any:
     return threadpool_limits(limits=max(1, n))
 
 
+def _family(profile: dict[str, Any]) -> str:
+    return str(profile.get("model_family", ""))
+
+
+def exclude_families(records: list[PairRecord], families: list[str]) -> list[PairRecord]:
+    """The records in which neither job is of one of ``families``; an unknown family is an error."""
+    if not families:
+        return records
+    known = sorted({_family(r.profile_a) for r in records} | {_family(r.profile_b) for r in records})
+    unknown = [f for f in families if f not in known]
+    if unknown:
+        raise CommandError(f"unknown model family {unknown[0]!r}; known: {', '.join(known)}")
+    drop = set(families)
+    kept = [r for r in records if _family(r.profile_a) not in drop and _family(r.profile_b) not in drop]
+    if not kept:
+        raise CommandError(f"no pairs left after excluding {', '.join(families)}")
+    return kept
+
+
 def run_train(args: argparse.Namespace) -> int:
     data_dir = _data_dir(args.data)
     datasets = _datasets(args.datasets, data_dir)
     out = args.out or default_model_path()
-    records = _records(data_dir, datasets)
+    all_records = _records(data_dir, datasets)
+    records = exclude_families(all_records, args.exclude_family)
+    if args.exclude_family:
+        print(
+            f"excluded families {', '.join(args.exclude_family)}: "
+            f"{len(all_records) - len(records)} of {len(all_records)} pairs left out"
+        )
     t0 = time.perf_counter()
     with _limit_threads(args.threads):
         try:
@@ -184,6 +218,8 @@ def run_train(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CommandError(str(exc)) from None
     model.meta["data_dir"] = str(data_dir)
+    if args.exclude_family:
+        model.meta["excluded_families"] = sorted(set(args.exclude_family))
     save_model(model, out)
     print(f"trained {model.describe()} in {time.perf_counter() - t0:.1f} s -> {out}")
     if model.research_only:
