@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.engine.fit import fitting_gpu_mask, fitting_gpus
-from scheduler.framework import CycleState, Status
+from scheduler.framework import CycleState, Status, min_max_rows
 from scheduler.interference.composition import analytic_pair_throughput, compose_slowdowns
 from scheduler.interference.datasets import Profile
 from scheduler.interference.features import normalize_gpu_type
@@ -70,15 +70,6 @@ class GpuVerdict:
     tenants: int
     source: str
     why: str = ""
-
-
-def _minmax(values: np.ndarray) -> np.ndarray:
-    if values.size == 0:
-        return values
-    lo, hi = float(values.min()), float(values.max())
-    if hi == lo:
-        return np.full(values.size, 100.0)
-    return 100.0 * (values - lo) / (hi - lo)
 
 
 @register("interference_aware")
@@ -437,10 +428,10 @@ class InterferenceAware:
         return best.total_throughput if best else 0.0
 
     def normalize_rows(self, scores: np.ndarray) -> np.ndarray:
-        return _minmax(np.asarray(scores, dtype=float))
+        return min_max_rows(np.asarray(scores, dtype=float))
 
     def normalize(self, scores: list[float]) -> list[float]:
-        return [float(s) for s in _minmax(np.asarray(scores, dtype=float))]
+        return [float(s) for s in min_max_rows(np.asarray(scores, dtype=float))]
 
     # -- GPU choice -------------------------------------------------------------------------------
 
