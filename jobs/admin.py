@@ -100,10 +100,20 @@ class JobAdmin(admin.ModelAdmin):
 class SoloProfileAdmin(admin.ModelAdmin):
     """Read-only: profiles come from the node agent through jobs.profiling_services."""
 
-    list_display = ["image", "command", "gpu_model", "gpu_util", "mem_util", "gpu_memory_mib", "samples"]
+    list_display = ["image", "command", "gpu_model", "sm_util", "memory_util", "gpu_memory_mib", "samples"]
     list_filter = ["gpu_model", "model_family"]
     search_fields = ["image", "command", "model_family"]
     date_hierarchy = "measured_at"
+
+    # Empty utilisations were not measured (the simulated backend): say so rather than show a dash
+    # that reads like a zero.
+    @admin.display(description="SM util %", ordering="gpu_util", empty_value="not measured")
+    def sm_util(self, obj: SoloProfile) -> float | None:
+        return obj.gpu_util
+
+    @admin.display(description="memory util %", ordering="mem_util", empty_value="not measured")
+    def memory_util(self, obj: SoloProfile) -> float | None:
+        return obj.mem_util
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return [field.name for field in SoloProfile._meta.fields]

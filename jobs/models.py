@@ -174,15 +174,24 @@ class SoloProfile(models.Model):
 
     Keyed by the image reference and a hash of the command line (``jobs.profiling_services``), so every
     job started from the same image with the same command gets it as ``JobRequest.profile``. Written
-    only by ``solo_profile_record`` from the node agent's samples (``scheduler.agent.profiling``).
+    only by ``solo_profile_record`` from solo-run samples: the node agent's, the local backend's own
+    NVML sampling, or the simulated backend's ground truth (``jobs.solo_sampling``). ``gpu_util`` and
+    ``mem_util`` are empty (None) when the sampler measured none (the simulated backend: Gavel has no
+    utilisations), so that they reach the interference model as missing, not as 0 %.
     """
 
     image = models.CharField(max_length=300, help_text="Image reference, e.g. ghcr.io/acme/pytorch:2.4")
     command_hash = models.CharField(max_length=64, help_text="sha256 of the shell-quoted command line")
     command = models.TextField(help_text="The command line the hash was taken of")
     gpu_model = models.CharField(max_length=100, blank=True, help_text="As NVML names it")
-    gpu_util = models.FloatField(help_text="Mean SM utilisation alone, %")
-    mem_util = models.FloatField(help_text="Mean memory-controller (bandwidth) utilisation alone, %")
+    gpu_util = models.FloatField(
+        null=True, blank=True, help_text="Mean SM utilisation alone, %; empty: not measured"
+    )
+    mem_util = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Mean memory-controller (bandwidth) utilisation alone, %; empty: not measured",
+    )
     gpu_memory_mib = models.FloatField(help_text="Peak GPU memory of the job alone, MiB")
     solo_throughput = models.FloatField(null=True, blank=True, help_text="Reported throughput alone")
     batch_size = models.FloatField(null=True, blank=True)

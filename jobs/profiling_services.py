@@ -9,17 +9,25 @@ with the stored one, weighted by steady-state sample counts::
     gpu_memory_mib = max(old, new)          (a peak: the larger one is the safe one to pack with)
     samples = n_old + n_new                 measured_at = the latest recording
 
+A utilisation the sampler did not measure (NaN in its samples: the simulated backend's ground truth
+has none) is stored empty (None), never as 0 %; in a merge the side that measured it is kept, and it
+stays empty while no recording measured it. (The weights are the sample counts of whole recordings,
+so one that measured no utilisation still counts in ``n_old``; a key is recorded by one kind of
+sampler, as a GPU model is either simulated or real.)
+
 Reads (selectors; kept beside the service because both are about one model): ``solo_profile_for_job``
 and the batched ``solo_profiles_for_jobs`` return ``JobRequest.profile`` dicts (keys of
 ``scheduler.interference.features.PROFILE_KEYS``, built by ``profiling.SoloProfile.as_job_profile``,
 so the scheduler sees the same dict whether the agent's JSON-lines store or the database served
-it); ``fill_running_task_profiles`` fills ``ClusterSnapshot.task_profiles`` for running tasks.
+it; a utilisation not measured is left out of the dict, the form in which the interference model's
+features read it as missing, as for Gavel's rows); ``fill_running_task_profiles`` fills ``ClusterSnapshot.task_profiles`` for running tasks.
 When a configuration was profiled on several GPU models, the most recent recording wins.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -46,14 +54,23 @@ def command_hash(command: str) -> str:
     return hashlib.sha256(command.encode()).hexdigest()
 
 
+def _util(value: Any) -> float:
+    """A sample's utilisation; None (not measured) becomes NaN, the summary's unknown."""
+    return math.nan if value is None else float(value)
+
+
+def _measured(value: float) -> float | None:
+    return None if math.isnan(value) else value
+
+
 def _as_sample(raw: profiling.Sample | Mapping[str, Any]) -> profiling.Sample:
     if isinstance(raw, profiling.Sample):
         return raw
     tput = raw.get("throughput")
     return profiling.Sample(
         t=float(raw["t"]),
-        gpu_util=float(raw["gpu_util"]),
-        mem_util=float(raw["mem_util"]),
+        gpu_util=_util(raw.get("gpu_util")),
+        mem_util=_util(raw.get("mem_util")),
         memory_mib=float(raw["memory_mib"]),
         throughput=float(tput) if tput is not None else None,
     )
@@ -83,7 +100,8 @@ def solo_profile_record(
     """Aggregate one solo run's samples into the stored profile of (image, command, GPU model).
 
     Samples before ``warmup_s`` are dropped (``profiling.summarize``); ValueError when none is left.
-    Merging with an earlier recording follows the module docstring. The stored row is locked while
+    A utilisation that is NaN (or None in a sample dict) in the samples is not measured and stored
+    empty. Merging with an earlier recording follows the module docstring. The stored row is locked while
     merging, so concurrent recordings of a known profile are not lost; two *first* recordings at once
     meet the unique constraint (IntegrityError) and the later one must be retried.
     """
@@ -93,13 +111,14 @@ def solo_profile_record(
     when = measured_at or timezone.now()
     row = SoloProfile.objects.select_for_update().filter(**key).first()
     if row is None:
-        row = SoloProfile(**key, command=line, samples=0, gpu_util=0.0, mem_util=0.0, gpu_memory_mib=0.0)
+        row = SoloProfile(**key, command=line, samples=0, gpu_util=None, mem_util=None, gpu_memory_mib=0.0)
         n_old = 0
     else:
         n_old = row.samples
     n_new = summary.samples
-    row.gpu_util = float(_weighted(row.gpu_util if n_old else None, n_old, summary.gpu_util, n_new) or 0.0)
-    row.mem_util = float(_weighted(row.mem_util if n_old else None, n_old, summary.mem_util, n_new) or 0.0)
+    # fmean of a run's NaN utilisations is NaN: that run measured none, so it leaves the stored value.
+    row.gpu_util = _weighted(row.gpu_util, n_old, _measured(summary.gpu_util), n_new)
+    row.mem_util = _weighted(row.mem_util, n_old, _measured(summary.mem_util), n_new)
     row.gpu_memory_mib = max(row.gpu_memory_mib if n_old else 0.0, summary.gpu_memory_mib)
     row.solo_throughput = _weighted(row.solo_throughput, n_old, summary.solo_throughput, n_new)
     row.samples = n_old + n_new
@@ -115,7 +134,8 @@ def solo_profile_record(
 
 
 def as_job_profile(row: SoloProfile) -> ProfileDict:
-    """``JobRequest.profile`` for a stored row (the agent's ``SoloProfile.as_job_profile`` keys)."""
+    """``JobRequest.profile`` for a stored row (the agent's ``SoloProfile.as_job_profile`` keys), without
+    the utilisations the row does not have (not measured: missing, never 0)."""
     extra: dict[str, float | str] = {}
     if row.batch_size is not None:
         extra["batch_size"] = row.batch_size
@@ -123,18 +143,19 @@ def as_job_profile(row: SoloProfile) -> ProfileDict:
         extra["amp"] = 1.0 if row.amp else 0.0
     if row.model_family:
         extra["model_family"] = row.model_family
-    return profiling.SoloProfile(
+    profile = profiling.SoloProfile(
         image=row.image,
         command=row.command,
         gpu_model=row.gpu_model,
-        gpu_util=row.gpu_util,
-        mem_util=row.mem_util,
+        gpu_util=math.nan if row.gpu_util is None else row.gpu_util,
+        mem_util=math.nan if row.mem_util is None else row.mem_util,
         gpu_memory_mib=row.gpu_memory_mib,
         solo_throughput=row.solo_throughput,
         samples=row.samples,
         duration_s=0.0,
         extra=extra,
     ).as_job_profile()
+    return {k: v for k, v in profile.items() if not (isinstance(v, float) and math.isnan(v))}
 
 
 def job_configuration(job: Job) -> tuple[str, str]:

@@ -20,9 +20,11 @@ On the simulated backend the ground truth stands in for NVML, so the whole loop 
 co-location measurement, then retraining) runs with no GPU. A task whose job names a ground-truth
 job type (``SIM_JOB_TYPE``) gets a sample of what that type would show (``simulated_sample``): its
 memory and batch size from the ground truth, its throughput as the task reports it (its isolated
-throughput while alone), and zero SM and memory utilisation, which the Gavel ground truth does not
-measure. ``t`` is in simulated seconds (real seconds times the backend's time scale), so
-``SOLO_PROFILE_SECONDS`` means the same span of the job's run on both backends. Tasks without a job
+throughput while alone), and SM and memory utilisation not measured (NaN in the sample, the
+scheduler's unknown; empty in the stored profile), which the Gavel ground truth does not measure, so
+the interference model sees them missing as in Gavel's own rows, not as 0 %. ``t`` is in simulated
+seconds (real seconds times the backend's time scale), so ``SOLO_PROFILE_SECONDS`` means the same
+span of the job's run on both backends. Tasks without a job
 type are skipped: they report no throughput. Other backends are skipped (their nodes have agents).
 """
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
 from typing import Any
 
@@ -54,11 +57,11 @@ def _settings_s(name: str, default: float) -> float:
 
 def simulated_sample(profile: dict[str, float | str], t: float, throughput: float | None) -> profiling.Sample:
     """What a simulated task of a ground-truth job type (``profile``: the backend's ``job_profile``)
-    shows a sampler ``t`` seconds into its solo run (module docstring)."""
+    shows a sampler ``t`` seconds into its solo run (module docstring): utilisations NaN, not measured."""
     return profiling.Sample(
         t=t,
-        gpu_util=0.0,
-        mem_util=0.0,
+        gpu_util=math.nan,
+        mem_util=math.nan,
         memory_mib=float(profile.get("gpu_memory_mib", 0.0)),
         throughput=throughput,
     )

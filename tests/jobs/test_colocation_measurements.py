@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from jobs.colocation import colocation_pair_records, colocation_record, measured_normalised
 from jobs.models import ColocationMeasurement
 from jobs.profiling_services import solo_profile_record
+from scheduler.interference.features import FEATURE_NAMES, ordered_table
 from scheduler.interference.online import OnlinePredictor
 from tests.jobs.runtime_fixtures import (  # noqa: F401  (fixtures)
     clock,
@@ -22,9 +24,19 @@ from tests.jobs.runtime_fixtures import (  # noqa: F401  (fixtures)
 GPU = "Tesla T4"
 
 
-def _solo(image_ref: str, command: list[str], throughput: float | None, gpu_model: str = GPU) -> None:
+def _solo(
+    image_ref: str, command: list[str], throughput: float | None, gpu_model: str = GPU, util: bool = True
+) -> None:
+    """A solo run at 40 % SM and 10 % memory bandwidth, or with neither measured (``util=False``)."""
+    gpu_util, mem_util = (40.0, 10.0) if util else (None, None)
     samples = [
-        {"t": float(t), "gpu_util": 40.0, "mem_util": 10.0, "memory_mib": 2000.0, "throughput": throughput}
+        {
+            "t": float(t),
+            "gpu_util": gpu_util,
+            "mem_util": mem_util,
+            "memory_mib": 2000.0,
+            "throughput": throughput,
+        }
         for t in range(5)
     ]
     solo_profile_record(image=image_ref, command=command, gpu_model=gpu_model, samples=samples, warmup_s=1.0)
@@ -119,6 +131,30 @@ def test_measurements_become_training_pairs_the_online_correction_learns_from(pa
     predictor.observe(record)
     after, _ = predictor.predict([record])
     assert after[0] < before[0] and after[0] > 0.5  # moved towards the measurement, shrunk
+
+
+def test_a_training_pair_leaves_out_the_utilisation_its_solo_run_did_not_measure(pair, image) -> None:
+    a, b = pair
+    _solo(image.reference, ["python", "a.py"], 400.0)  # measured, e.g. by the node agent
+    _solo(image.reference, ["python", "b.py"], 100.0, util=False)  # the simulated backend: none
+    colocation_record(
+        job_a=a,
+        job_b=b,
+        gpu_model=GPU,
+        throughput_a=200.0,
+        throughput_b=50.0,
+        share_a_milli=500,
+        share_b_milli=500,
+    )
+    (record,) = colocation_pair_records()
+    assert (record.profile_a["gpu_util"], record.profile_a["mem_util"]) == (40.0, 10.0)
+    assert "gpu_util" not in record.profile_b and "mem_util" not in record.profile_b
+    # The model's features read the missing values as NaN (what its training does for Gavel's rows).
+    x = ordered_table([record]).x  # rows: A given B, then B given A
+    assert x[0, FEATURE_NAMES.index("s_gpu_util")] == 40.0
+    assert np.isnan(x[0, FEATURE_NAMES.index("o_gpu_util")]) and np.isnan(
+        x[1, FEATURE_NAMES.index("s_mem_util")]
+    )
 
 
 def test_beats_retraining_waits_for_enough_new_measurements_then_records_its_decision(

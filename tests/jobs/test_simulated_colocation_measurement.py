@@ -10,13 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from django.core.cache import cache
 
 from jobs import scheduling
 from jobs.binding import job_bind
 from jobs.cluster import get_backend
-from jobs.colocation import colocation_sweep
+from jobs.colocation import colocation_pair_records, colocation_sweep
 from jobs.models import ColocationMeasurement, Job, SoloProfile
 from jobs.profiling_services import command_hash, command_line
 from jobs.solo_sampling import solo_sample_sweep
@@ -25,6 +26,7 @@ from scheduler.backends.base import TaskPhase
 from scheduler.backends.simulated import JOB_TYPE_ENV, SimulatedBackend
 from scheduler.backends.simulated_throughput import platform_ground_truth
 from scheduler.datapaths import default_data_dir
+from scheduler.interference.features import FEATURE_NAMES, ordered_table
 from scheduler.sim.perf import INFEASIBLE_PAIR_NORM, PerfModel
 from tests.jobs.runtime_fixtures import clock, image, researcher, submit, team  # noqa: F401  (fixtures)
 
@@ -92,6 +94,8 @@ def test_a_co_location_on_the_simulated_backend_is_measured_at_the_ground_truth_
         assert solo.solo_throughput == pytest.approx(perf.iso_tput[t])
         assert (solo.image, solo.gpu_model, solo.samples) == (image.reference, gpu_model, 2)
         assert solo.model_family == perf.job_types[perf.index(t)].family
+        # Gavel measures no utilisation: stored as not measured, never as 0 %.
+        assert solo.gpu_util is None and solo.mem_util is None
     clock.advance(120)  # both solo runs finish
     sync_status(backend=sim)
     assert {Job.objects.get(pk=j.pk).status for j in solo_jobs} == {"SUCCEEDED"}
@@ -107,8 +111,7 @@ def test_a_co_location_on_the_simulated_backend_is_measured_at_the_ground_truth_
         )
         for t in (type_a, type_b)
     ]
-    # The stored solo profiles do not replace the ground truth in the policy's view: they carry 0 %
-    # utilisation for what Gavel never measured, where the ground truth leaves it missing.
+    # The ground truth is the policy's view of these jobs (jobs.scheduling), with no utilisation.
     offered = {r.job_id: r.profile for r in scheduling.build_view(sim).view.queue}
     for job, t in zip(shared, (type_a, type_b), strict=True):
         assert offered[str(job.pk)] == sim.job_profile({JOB_TYPE_ENV: t})
@@ -126,6 +129,16 @@ def test_a_co_location_on_the_simulated_backend_is_measured_at_the_ground_truth_
     assert row.norm_b == pytest.approx(perf.norm(ib, ia))
     assert row.norm_a == pytest.approx(perf.pair_norm[(type_a, type_b)])
     assert (row.gpu_model, row.share_a_milli, row.share_b_milli) == (gpu_model, 400, 400)
+
+    # The retraining record of this measurement: utilisations missing, as in Gavel's own rows, so
+    # the model's features for them are NaN, not a 0 % the simulator never measured.
+    (record,) = colocation_pair_records()
+    for profile in (record.profile_a, record.profile_b):
+        assert "gpu_util" not in profile and "mem_util" not in profile
+        assert profile["solo_throughput"] > 0 and profile["gpu_memory_mib"] > 0
+    x = ordered_table([record]).x
+    for name in ("s_gpu_util", "s_mem_util", "o_gpu_util", "o_mem_util", "util_sum"):
+        assert np.isnan(x[:, FEATURE_NAMES.index(name)]).all()
 
 
 def test_the_platforms_simulated_backend_uses_the_gavel_ground_truth_unless_turned_off(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from threadpoolctl import threadpool_limits
 from jobs import scheduling
 from jobs.models import SoloProfile
 from jobs.profiling_services import (
+    as_job_profile,
     command_line,
     fill_running_task_profiles,
     solo_profile_for_job,
@@ -74,6 +76,57 @@ def test_a_second_recording_updates_the_profile_weighted_by_its_samples(db: Any)
     assert row.gpu_util == pytest.approx((3 * 30.0 + 6 * 90.0) / 9)
     assert row.gpu_memory_mib == 3000.0  # the peak
     assert row.solo_throughput == 400.0  # the second run reported none
+
+
+# What the simulated backend's solo sampling records (jobs.solo_sampling.simulated_sample): memory and
+# throughput, utilisations NaN because its ground truth (Gavel) measures none.
+UNMEASURED = [
+    Sample(t=2.0 + i, gpu_util=math.nan, mem_util=math.nan, memory_mib=2600.0, throughput=400.0)
+    for i in range(3)
+]
+
+
+def test_a_recording_without_measured_utilisation_stores_it_empty_not_zero(db: Any) -> None:
+    row = record("pytorch:2.4", samples=UNMEASURED, batch_size=64)
+    row.refresh_from_db()
+    assert row.gpu_util is None and row.mem_util is None
+    assert (row.gpu_memory_mib, row.solo_throughput, row.samples) == (2600.0, 400.0, 3)
+    profile = as_job_profile(row)
+    assert "gpu_util" not in profile and "mem_util" not in profile
+    assert (profile["gpu_memory_mib"], profile["solo_throughput"], profile["batch_size"]) == (
+        2600.0,
+        400.0,
+        64.0,
+    )
+
+
+def test_sample_dicts_with_null_utilisation_are_not_measured_either(db: Any) -> None:
+    samples = [{**s, "gpu_util": None, "mem_util": None} for s in RECORDED]
+    row = record("pytorch:2.4", samples=samples)
+    assert row.gpu_util is None and row.mem_util is None and row.solo_throughput == 400.0
+
+
+def test_a_measured_recording_fills_the_utilisation_an_unmeasured_one_left_empty(db: Any) -> None:
+    record("pytorch:2.4", samples=UNMEASURED)
+    row = record("pytorch:2.4")
+    assert row.samples == 6
+    assert row.gpu_util == pytest.approx(30.0) and row.mem_util == pytest.approx(10.0)  # not diluted by 0s
+
+
+def test_an_unmeasured_recording_keeps_the_measured_utilisation(db: Any) -> None:
+    record("pytorch:2.4")
+    row = record("pytorch:2.4", samples=UNMEASURED)
+    row.refresh_from_db()
+    assert row.gpu_util == pytest.approx(30.0) and row.mem_util == pytest.approx(10.0)
+    assert as_job_profile(row)["gpu_util"] == pytest.approx(30.0)
+
+
+def test_the_admin_list_says_which_utilisations_were_not_measured(admin_client: Any) -> None:
+    record("pytorch:2.4")
+    record("pytorch:2.4", command="python other.py", samples=UNMEASURED)
+    page = admin_client.get("/admin/jobs/soloprofile/").content.decode()
+    assert page.count("not measured") == 2  # SM and memory of the unmeasured row only
+    assert "30.0" in page and "10.0" in page  # the measured row's own values
 
 
 def test_a_recording_with_only_warm_up_samples_is_refused(db: Any) -> None:
