@@ -556,7 +556,41 @@ class CachedInterference(InterferenceAware):
         if self._idle_somewhere(state, task):
             mask: np.ndarray = self._idle_all(state, task)[row].copy()
             return mask
+        fast = self._fast_admitted(state, task, row)
+        if fast is not None:
+            return fast
         return super().admitted_gpus_row(state, task, row)
+
+    def _fast_admitted(self, state: CycleState, task: TaskRequest, row: int) -> np.ndarray | None:
+        """The real plugin's admission on ``row`` (idle fitting GPUs alone, busy ones by their
+        verdict) from the slot-class memo the filter just filled for the same classes, instead of
+        re-deriving each busy GPU's co-location set; None where the per-node path must answer."""
+        if (
+            _hints(state, "slot_class") is None
+            or not task.is_shared
+            or task.gpu_models
+            or state.arrays is None
+        ):
+            return None
+        cycle = self._cycle(state)
+        # None here means None for any resident count (it does not depend on it), and then the
+        # real plugin's ``_admits_all`` is False too.
+        if self._shares_table(state, cycle, task, 0) is not None:
+            return None
+        rows = np.array([row])
+        cand, counts = self._candidates(state, cycle, task, rows)
+        busy = cand & (counts > 0)
+        if not busy.any():
+            out: np.ndarray = cand[0].copy()
+            return out
+        cls = np.where(busy, self._row_classes(state, rows), -1)
+        if (cls[busy] < 0).any():  # a busy fitting GPU without a class: the per-node path
+            return None
+        uniq = np.unique(cls[busy])
+        ok = self._class_ok(state, cycle, task, uniq, cls, rows)
+        at = np.searchsorted(uniq, np.maximum(cls, uniq[0]))
+        allowed: np.ndarray = (cand & ((counts == 0) | (busy & ok[at])))[0]
+        return allowed
 
     def is_neutral(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> bool:
         # While an idle GPU fits, every admissible placement runs alone: nothing to rank.

@@ -21,13 +21,15 @@ from scheduler.sim.engine import SimConfig, SimResult, Simulator, _Job
 from scheduler.sim.trace import TraceJob
 
 
-def _policy() -> Policy:
+def _policy(idle_first: bool = True) -> Policy:
     profile = Profile(
         name="t-sim-interference-cache",
         filters=("resource_fit", "sim_interference"),
         scores={"sim_interference": 1.0},
         gpu_chooser="sim_interference",
-        args={"sim_interference": {"use_model": False, "min_total_throughput": 1.0}},
+        args={
+            "sim_interference": {"use_model": False, "min_total_throughput": 1.0, "idle_first": idle_first}
+        },
     )
     return Policy(name="t-ours-cache", order="las", share="half", profile=profile, preemptive=True)
 
@@ -60,11 +62,13 @@ def _jobs(n: int, seed: int) -> list[TraceJob]:
     return jobs
 
 
-def _run(jobs: list[TraceJob], cached: bool, check_kinds: bool = False) -> tuple[SimResult, Simulator]:
+def _run(
+    jobs: list[TraceJob], cached: bool, check_kinds: bool = False, idle_first: bool = True
+) -> tuple[SimResult, Simulator]:
     """``cached``: the slot classes for ``sim_interference`` and the reused node copies, else
     neither (the per-node verdict path on fresh copies)."""
     sim = Simulator(
-        jobs, cluster(nodes=3, gpus=4), _policy(), two_type_perf(0.7, 0.8), SimConfig(cycle_s=10.0)
+        jobs, cluster(nodes=3, gpus=4), _policy(idle_first), two_type_perf(0.7, 0.8), SimConfig(cycle_s=10.0)
     )
     sim.uses_interference = cached  # without it the plugin gets no slot classes: the per-node path
     if not cached:
@@ -189,3 +193,32 @@ def test_the_plugin_interns_a_row_changed_during_the_call_as_the_simulator_would
     a = sim.jobs[0]
     assert seen, "b met a's GPU within the call that placed a"
     assert int(seen[0][0, 0]) == sim._slot_ids[(sim.node_group[0], ((a.type_idx, a.shape),))]
+
+
+@pytest.mark.parametrize(("seed", "idle_first"), [(0, True), (1, True), (0, False)])
+def test_the_gpu_admission_from_the_slot_class_memo_equals_the_per_node_verdicts(
+    by_types: None, seed: int, idle_first: bool
+) -> None:
+    # Every admission the slot-class path answers is compared, in place, with the real plugin's
+    # per-node answer on the same row and cluster state (without ``idle_first`` a row's idle GPUs
+    # meet the slot-class path too).
+    orig = placement.CachedInterference._fast_admitted
+    compared: list[np.ndarray] = []
+
+    def spy(self: placement.CachedInterference, state: object, task: object, row: int) -> np.ndarray | None:
+        got = orig(self, state, task, row)  # type: ignore[arg-type]
+        if got is not None:
+            slow = super(placement.CachedInterference, self).admitted_gpus_row(state, task, row)  # type: ignore[arg-type]
+            assert slow is not None
+            np.testing.assert_array_equal(got, slow)
+            compared.append(got)
+        return got
+
+    placement.CachedInterference._fast_admitted = spy  # type: ignore[method-assign]
+    try:
+        _run(_jobs(120, seed), cached=True, idle_first=idle_first)
+    finally:
+        placement.CachedInterference._fast_admitted = orig  # type: ignore[method-assign]
+    assert compared
+    # Both a refused GPU and an admitted one (idle or busy) came up.
+    assert any((~c).any() for c in compared) and any(c.any() for c in compared)
