@@ -7,8 +7,9 @@ teams in the estimate (the one definition the simulator's benchmarks use): the s
 that image and shape (GPUs, share, replicas), else the team's of that image and shape, else the
 team's of that GPU count, else the team's (``history``); for a running job, the time left given how
 long it has run. Else the duration the simulated backend was given (``sim_duration_seconds``, a
-``guess`` on other backends), else everyone's run times (``guess``); without any, unknown. Best
-effort: an estimate that fails is logged and leaves the previous one.
+``guess`` on other backends), else everyone's run times (``guess``); without any, unknown. The
+estimate replays the round it is made at (``estimate_starts``'s ``round_s``: the refresh runs at
+the cycle's rounds). Best effort: an estimate that fails is logged and leaves the previous one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Hashable, Iterable
 
+from django.conf import settings
 from django.core.cache import cache
 
 from jobs.models import Job
@@ -76,6 +78,13 @@ def expected_runtime(job: Job, history: RuntimeHistory, elapsed: float = 0.0) ->
     return found, "guess"
 
 
+def _round_s() -> float:
+    """The cycle's round interval (``jobs.scheduling``, imported here: it imports this module)."""
+    from jobs.scheduling import ROUND_S
+
+    return float(settings.SCHEDULER_ROUND_SECONDS or ROUND_S)
+
+
 def refresh_etas(
     view: PolicyView, policy: object, jobs: dict[str, Job]
 ) -> dict[int, tuple[float | None, str]]:
@@ -101,8 +110,9 @@ def refresh_etas(
                 expected_runtime(job, history) if job is not None else (None, "guess")
             )
         found = estimate_starts(
-            view, policy, remaining=remaining, durations=durations, sources=sources, max_steps=MAX_STEPS
-        )
+            view, policy, remaining=remaining, durations=durations, sources=sources, max_steps=MAX_STEPS,
+            round_s=_round_s(),
+        )  # fmt: skip
     except Exception:  # noqa: BLE001  (an estimate must never stop the cycle)
         logger.warning("queue ETA estimate failed", exc_info=True)
         return {}

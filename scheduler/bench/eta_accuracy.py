@@ -35,6 +35,7 @@ class EtaRecorder:
     every_s: float = 360.0
     conditional: bool = True
     max_steps: int = MAX_STEPS
+    replay_round: bool = True  # the next round in the estimate (``estimate_starts``'s ``round_s``)
     # job id -> [(time made, estimated start or None)], in time order.
     estimates: dict[str, list[tuple[float, float | None]]] = field(default_factory=dict)
     refreshes: int = 0
@@ -73,6 +74,7 @@ class EtaRecorder:
             durations=durations,
             sources=sources,
             max_steps=self.max_steps,
+            round_s=sim.cfg.round_s if self.replay_round else None,
         )
         for job_id, estimate in found.items():
             self.estimates.setdefault(job_id, []).append((sim.now, estimate.start_at))

@@ -51,7 +51,7 @@ def test_etas_follow_the_users_history_of_that_image_and_shape_and_the_running_j
     team = make_team("vision")
     ada, bob = make_member("ada", team), make_member("bob", team)
     past = datetime.fromtimestamp(clock.t - 86_400, tz=UTC)
-    for seconds in (100, 300, 700):
+    for seconds in (100, 300, 300, 500, 700, 900):
         completed(ada, image, team, seconds, past, gpus=2)
     completed(bob, image, team, 5_000, past, gpus=2)  # the team's: not used while ada has her own
     completed(ada, image, team, 9_000, past, gpus=1)  # another shape
@@ -64,12 +64,13 @@ def test_etas_follow_the_users_history_of_that_image_and_shape_and_the_running_j
     cycle = scheduling.build_view(sim, now=now, rounds=True)
     etas = queue_eta.refresh_etas(cycle.view, active_policy(), cycle.queued)
 
-    # The running job has run 200 s: of ada's 2-GPU runs (100, 300, 700) those longer than 200 s ran
-    # 100 and 500 s beyond it, a median of 300 s left (not 300 - 200 = 100 of the plain median).
+    # The running job has run 200 s: ada's five 2-GPU runs longer than 200 s (enough for the thin-pool
+    # guard) ran 100, 100, 300, 500 and 700 s beyond it, a median of 300 s left (not 400 - 200 = 200
+    # of the plain median).
     assert etas[second.pk] == (now + 300, "medium")
-    # The second then runs ada's median of 300 s, and the third starts after it.
-    assert etas[third.pk] == (now + 600, "medium")
-    assert queue_eta.eta_of(third.pk) == (now + 600, "medium")
+    # The second then runs ada's median of 400 s, and the third starts after it.
+    assert etas[third.pk] == (now + 700, "medium")
+    assert queue_eta.eta_of(third.pk) == (now + 700, "medium")
 
 
 def test_a_declared_limit_is_the_expected_time_less_what_has_run(sim, clock, image) -> None:

@@ -52,7 +52,7 @@ def test_conditional_remaining_time_grows_with_the_time_already_run() -> None:
 
 
 def test_the_users_runs_of_that_shape_come_before_the_teams_and_a_pool_nobody_outlived_gives_way() -> None:
-    history = RuntimeHistory(conditional=True)
+    history = RuntimeHistory(conditional=True, min_runs=1)  # the pool order alone, no thin-pool guard
     history.add("a", 2, 100.0, user="ada", shape=("img", 2))
     history.add("a", 2, 900.0, user="bob", shape=("img", 2))
     history.add("a", 2, 5000.0)  # a trace run: no user, no shape
@@ -62,3 +62,32 @@ def test_the_users_runs_of_that_shape_come_before_the_teams_and_a_pool_nobody_ou
     # Ada's one run ended at 100 s and the team's shape pool at 900 s: at 950 s only the GPU-count pool
     # has a run that outlived it.
     assert history.remaining("a", 2, 950.0, user="ada", shape=("img", 2)) == (4050.0, "history")
+
+
+def test_a_pool_with_fewer_than_min_runs_survivors_gives_way_to_a_wider_pool_that_has_them() -> None:
+    history = RuntimeHistory(conditional=True, min_runs=5)
+    for seconds in (1000.0, 1100.0, 1200.0, 1300.0, 1400.0):
+        history.add("a", 4, seconds)  # the team's runs of another size: 5 runs
+    for seconds in (100.0, 90_000.0):
+        history.add("a", 8, seconds)  # the team's 8-GPU runs: one long outlier outlived 500 s
+    # Only the outlier outlived 500 s in the 8-GPU pool; the team's pool has 5 runs beyond it
+    # (500, 600, 700, 800, 900 s and 89,500 s: six, median (700 + 800) / 2), so it gives the estimate.
+    assert history.remaining("a", 8, elapsed=500.0) == (pytest.approx(750.0), "history")
+    # Without the guard the one outlier's remainder is the estimate.
+    unguarded = RuntimeHistory(conditional=True, min_runs=1)
+    unguarded.pools = history.pools
+    assert unguarded.remaining("a", 8, elapsed=500.0) == (pytest.approx(89_500.0), "history")
+
+
+def test_when_every_pool_is_thin_the_one_with_most_survivors_gives_the_estimate() -> None:
+    history = RuntimeHistory(conditional=True, min_runs=5)
+    history.add("b", 1, 400.0)
+    history.add("b", 1, 600.0)
+    history.add("b", 1, 800.0)
+    history.add("a", 2, 10_000.0)  # team a's only run
+    # At 300 s no pool has 5 survivors. Everyone's has 4 (100, 300, 500 and 9,700 s beyond it, a
+    # median of 400 s), team a's 1 (9,700 s): everyone's gives the estimate, with its source, a guess.
+    assert history.remaining("a", 2, elapsed=300.0) == (pytest.approx(400.0), "guess")
+    # At 9,000 s only the 10,000 s run outlived it, in team a's pools and in everyone's alike: a tie
+    # goes to the most specific pool, whose source is history.
+    assert history.remaining("a", 2, elapsed=9000.0) == (pytest.approx(1000.0), "history")

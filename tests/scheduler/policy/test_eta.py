@@ -3,6 +3,8 @@ computed by hand."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scheduler.policy.eta import estimate_starts
 from tests.scheduler.policy.scenario import Job, view
 
@@ -36,3 +38,17 @@ def test_a_job_behind_work_of_unknown_length_has_no_eta_and_guesses_lower_the_co
 
     assert (got["D"].start_at, got["D"].confidence) == (NOW + 60, "low")
     assert got["C"].start_at is None  # B's end is unknown: 2 GPUs are never free
+
+
+def test_the_next_round_is_replayed_so_a_las_preemption_starts_a_new_job_before_the_long_one_ends() -> None:
+    # "old" (2 GPUs, 2.56 GPU-h: LAS level 1) runs 5,000 s more; "new" (level 0) waits for its GPUs.
+    old = Job("old", gpus=2, attained_h=2.0, started=9_000.0, on=[("n1", (0, 1))])
+    between = replace(view({"n1": 2}, [old], [Job("new")], now=NOW), rounds=False)
+    times = {"remaining": {"old": 5_000.0}, "durations": {"new": 100.0}}
+
+    # Without rounds it waits for old's end; with them ours' next round (the next multiple of 360 s
+    # after 10,000 s) evicts old for it; at a round (the platform's refresh) it is that round.
+    assert estimate_starts(between, "ours", **times)["new"].start_at == NOW + 5_000
+    assert estimate_starts(between, "ours", round_s=360.0, **times)["new"].start_at == 10_080.0
+    at_round = replace(between, rounds=True)
+    assert estimate_starts(at_round, "ours", round_s=360.0, **times)["new"].start_at == NOW
