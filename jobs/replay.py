@@ -57,6 +57,8 @@ from accounts.models import Membership, Role, Team
 from images.models import JobImage
 from jobs import binding, dispatch, scheduling, sync
 from jobs.models import Job
+from jobs.replay_eta import EtaLog
+from jobs.replay_teams import TEAM_MODES, owner_of, set_up_teams
 from jobs.services import job_submit
 from jobs.specs import JobSpec
 from jobs.states import TERMINAL, JobStatus
@@ -110,6 +112,13 @@ class ReplayConfig:
     restart_penalty_s: float = 30.0
     slowdown_tolerance: float = 1.5
     progress: Callable[[int, int], None] | None = None
+    # None: every job in one team that holds the whole trace (the default). "vc": a team per trace
+    # team with guarantees in proportion to demand, as the simulator's team benchmarks (replay_teams).
+    teams: str | None = None
+    # Whole GPUs for every job, as the simulator's team replay (scheduler.bench.team_sim) asks.
+    whole_gpus: bool = False
+    # Record the platform's queue ETAs (jobs.replay_eta) for scoring against the actual starts.
+    eta: bool = False
 
 
 @dataclass
@@ -144,6 +153,9 @@ class ReplayOutcome:
     waiting: list[int] = field(default_factory=list)
     unhandled_messages: dict[str, int] = field(default_factory=dict)
     approximated_shapes: int = 0
+    # With ``config.teams``: trace team -> guarantee (whole GPUs). With ``config.eta``: the estimates.
+    guarantees: dict[str, int] = field(default_factory=dict)
+    eta_log: EtaLog | None = None
 
     def summary(self) -> dict[str, Any]:
         """The simulator's metrics (``scheduler.sim.metrics.summarise``) of this replay."""
@@ -217,13 +229,15 @@ def plan_jobs(
     seed: int,
     tolerance: float,
     grace_s: float = 0.0,
+    whole_gpus: bool = False,
 ) -> tuple[list[PlannedJob], int]:
     """Each trace job as a platform ``JobSpec``: the simulator's request for the policy. Returns the
     jobs and how many had to be approximated (see below).
 
     Whole GPUs: the simulator splits a job into tasks of at most a node's GPUs (12 on 8-GPU nodes: 8 +
     4); the platform's replicas are all alike, so a job whose GPUs do not split evenly gets the
-    largest even split (12: 2 x 6) and is counted as approximated."""
+    largest even split (12: 2 x 6) and is counted as approximated. ``whole_gpus``: no job is given
+    the policy's shared request."""
     share = _share_rule(policy)
     types = draw_job_types(jobs, perf, seed)
     node_gpus = max(g.gpus for g in spec.groups)
@@ -241,7 +255,7 @@ def plan_jobs(
             "slowdown_tolerance": tolerance,
             "preemption_grace_seconds": int(grace_s),
         }
-        shared = shared_request(share, tj.num_gpus, jt.memory_mib, min_gpu_memory)
+        shared = None if whole_gpus else shared_request(share, tj.num_gpus, jt.memory_mib, min_gpu_memory)
         if shared is not None:
             milli, memory = shared
             job_spec = JobSpec(
@@ -337,7 +351,13 @@ def _images(jobs: list[PlannedJob]) -> dict[str, JobImage]:
 
 
 class _Replay:
-    def __init__(self, config: ReplayConfig, backend: SimulatedBackend, jobs: list[PlannedJob]) -> None:
+    def __init__(
+        self,
+        config: ReplayConfig,
+        backend: SimulatedBackend,
+        jobs: list[PlannedJob],
+        eta_log: EtaLog | None = None,
+    ) -> None:
         self.cfg = config
         self.backend = backend
         self.jobs = jobs
@@ -353,6 +373,8 @@ class _Replay:
         self.useful: list[float] = []
         self.waiting: list[int] = []
         self.policy = get_policy(config.policy)
+        self.eta_log = eta_log
+        self.guarantees: dict[str, int] = {}
 
     # -- the platform's workers
 
@@ -411,6 +433,9 @@ class _Replay:
         self.useful.append(useful)
         self.waiting.append(Job.objects.filter(status=JobStatus.QUEUED.value).count())
 
+    def backend_total_gpus(self) -> int:
+        return sum(len(n.gpus) for n in self.backend.snapshot().nodes)
+
     def _round_useful(self) -> bool:
         """The simulator's test (scheduler.policy.round.round_may_act), on the database's state."""
         if not round_may_act(self.policy, waiting=True, running=True, shared_gpus=True):
@@ -425,7 +450,13 @@ class _Replay:
 
     def run(self, traveller: Any) -> None:
         cfg = self.cfg
-        user, team = _owner()
+        if cfg.teams is None:
+            user, team = _owner()
+            owners = [(user, team)] * len(self.jobs)
+        else:
+            teams = set_up_teams([j.trace for j in self.jobs], self.backend_total_gpus())
+            self.guarantees = {name: t.guarantee_gpus for name, t in teams.items()}
+            owners = [(t.user, t.team) for j in self.jobs for t in [owner_of(teams, j.trace)]]
         images = _images(self.jobs)
         n = len(self.jobs)
         next_arrival = 0
@@ -456,6 +487,7 @@ class _Replay:
                 dirty |= self._sync()
             while next_arrival < n and self.jobs[next_arrival].trace.submit <= now:
                 planned = self.jobs[next_arrival]
+                user, team = owners[next_arrival]
                 job = job_submit(user=user, spec=planned.spec, image=images[planned.image], team=team)
                 self.job_ids.append(job.pk)
                 self.by_pk[job.pk] = planned.index
@@ -486,6 +518,8 @@ class _Replay:
                         break
                 dirty = new = False
                 next_cycle = math.inf
+                if self.eta_log is not None:
+                    self.eta_log.after_cycle(EPOCH + now, self.backend)
             if next_round == math.inf and self._round_useful():
                 next_round = (now // cfg.round_s + 1) * cfg.round_s
             # The replay's database holds only its own jobs: no list of ids to send with every event.
@@ -529,8 +563,17 @@ def run_replay(config: ReplayConfig, *, state_dir: Path | None = None) -> Replay
     if config.policy not in POLICY_NAMES:
         raise ReplayError(f"unknown policy {config.policy!r}; known: {', '.join(POLICY_NAMES)}")
     trace_jobs, spec, perf = _load_inputs(config)
+    if config.teams is not None and config.teams not in TEAM_MODES:
+        raise ReplayError(f"unknown --teams mode {config.teams!r}; known: {', '.join(TEAM_MODES)}")
     planned, approximated = plan_jobs(
-        trace_jobs, spec, perf, config.policy, config.seed, config.slowdown_tolerance, config.grace_s
+        trace_jobs,
+        spec,
+        perf,
+        config.policy,
+        config.seed,
+        config.slowdown_tolerance,
+        config.grace_s,
+        whole_gpus=config.whole_gpus,
     )
     with contextlib.ExitStack() as stack:
         folder = state_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="replay-")))
@@ -547,8 +590,11 @@ def run_replay(config: ReplayConfig, *, state_dir: Path | None = None) -> Replay
             restart_penalty_s=config.restart_penalty_s,
             data_dir=config.data_dir,
         )
+        # The ETA setting is left as configured unless the ETAs are measured.
+        eta_settings: dict[str, Any] = {"QUEUE_ETA": True} if config.eta else {}
         stack.enter_context(
             override_settings(
+                **eta_settings,
                 SCHEDULER_POLICY=config.policy,
                 CLUSTER_BACKEND="simulated",
                 SIM_STATE_PATH=str(state),
@@ -569,8 +615,11 @@ def run_replay(config: ReplayConfig, *, state_dir: Path | None = None) -> Replay
             )
         )
         traveller = stack.enter_context(time_machine.travel(EPOCH, tick=False))
-        replay = _Replay(config, backend, planned)
+        eta_log = EtaLog(epoch=EPOCH) if config.eta else None
+        replay = _Replay(config, backend, planned, eta_log)
         stack.enter_context(_taking_messages(replay.broker))
+        if eta_log is not None:
+            stack.enter_context(eta_log.recording())
         memo = getattr(scheduling, "_MEMO", None)
         if isinstance(memo, dict):
             memo.clear()  # a replay starts cold, like every simulator run
@@ -613,6 +662,8 @@ def run_replay(config: ReplayConfig, *, state_dir: Path | None = None) -> Replay
         waiting=replay.waiting,
         unhandled_messages=replay.unhandled,
         approximated_shapes=approximated,
+        guarantees=replay.guarantees,
+        eta_log=eta_log,
     )
 
 

@@ -10,6 +10,16 @@ Runs in a temporary database made for the run (SQLite in memory with the default
 configured database instead. ``--compare`` also runs ``python -m scheduler simulate``'s simulator on
 the same slice, cluster, seed and policy, and writes both side by side with their ratios. Bad input is
 one line on stderr and exit code 2.
+
+Teams and ETAs (issue 17, the replay half of ``python -m scheduler eta-accuracy``)::
+
+    python manage.py replay --trace ... --cluster philly-256 --policy ours --start N --limit N \
+        --teams vc --whole-gpus --grace-seconds 30 --json /tmp/replay.json \
+        --eta-json docs/results/eta_replay_philly.json
+
+``--teams vc``: a team per trace team (Philly's virtual cluster) with guarantees in proportion to
+demand (``jobs.replay_teams``); ``--whole-gpus``: whole-GPU requests, as the simulator's team replay;
+``--eta-json``: the platform's queue ETAs scored against the actual starts (``jobs.replay_eta``).
 """
 
 from __future__ import annotations
@@ -24,8 +34,12 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from jobs.replay import ReplayConfig, ReplayError, run_replay, sim_config
+from jobs.replay import ReplayConfig, ReplayError, ReplayOutcome, run_replay, sim_config
+from jobs.replay_eta import ENTRY, MIN_WAIT_S, ROUND, score
+from jobs.replay_teams import TEAM_MODES
+from scheduler.bench.team_guarantees import team_of
 from scheduler.datapaths import default_data_dir
+from scheduler.provenance import collect
 
 COMPARED = (
     "avg_jct_s",
@@ -68,6 +82,38 @@ def simulate(config: ReplayConfig) -> dict[str, Any]:
     return summary
 
 
+def command_line(opts: dict[str, Any]) -> str:
+    """The command that reproduces this run (the options given, in a fixed order)."""
+    words = ["python", "manage.py", "replay", "--trace", str(opts["trace"]), "--cluster", opts["cluster"]]
+    words += ["--policy", opts["policy"], "--start", str(opts["start"])]
+    if opts["limit"] is not None:
+        words += ["--limit", str(opts["limit"])]
+    words += ["--seed", str(opts["seed"]), "--grace-seconds", f"{opts['grace_seconds']:g}"]
+    if opts["teams"] is not None:
+        words += ["--teams", opts["teams"]]
+    if opts["whole_gpus"]:
+        words.append("--whole-gpus")
+    words += ["--min-wait-s", f"{opts['min_wait_s']:g}", "--json", opts["json"]]
+    if opts["eta_json"] is not None:
+        words += ["--eta-json", opts["eta_json"]]
+    return " ".join(words)
+
+
+def eta_summary(outcome: ReplayOutcome, *, min_wait_s: float) -> dict[str, Any]:
+    """The ETA errors of a replay run with ``config.eta``: on every estimate the platform made, and on
+    its rounds' alone (what the API shows without the entry estimates; jobs.replay_eta)."""
+    log = outcome.eta_log
+    assert log is not None, "the replay did not record ETAs (config.eta)"
+    args = (log, outcome.job_ids, outcome.submit, outcome.first_start)
+    return {
+        "estimates": {
+            "entry_and_rounds": score(*args, min_wait_s=min_wait_s, kinds=(ENTRY, ROUND)),
+            "rounds_only": score(*args, min_wait_s=min_wait_s, kinds=(ROUND,)),
+        },
+        "refreshes": dict(log.refreshes),
+    }
+
+
 class Command(BaseCommand):
     help = (
         "Replay a job trace through the platform (services, database, cycle, bind, sync, simulated backend)."
@@ -93,6 +139,27 @@ class Command(BaseCommand):
         )
         parser.add_argument("--grace-seconds", type=float, default=0.0, help="preemption grace (default 0)")
         parser.add_argument("--compare", action="store_true", help="also run the simulator; write both")
+        parser.add_argument(
+            "--teams",
+            choices=TEAM_MODES,
+            default=None,
+            help="vc: a team per trace team, guarantees in proportion to demand (default: one team)",
+        )
+        parser.add_argument(
+            "--whole-gpus", action="store_true", help="whole GPUs for every job (no shared requests)"
+        )
+        parser.add_argument(
+            "--eta-json",
+            default=None,
+            metavar="OUT.json",
+            help="record the platform's queue ETAs and write their errors against the actual starts",
+        )
+        parser.add_argument(
+            "--min-wait-s",
+            type=float,
+            default=MIN_WAIT_S,
+            help="ETA scoring: jobs that waited less are left out",
+        )
         parser.add_argument("--use-configured-db", action="store_true", help="write into the configured DB")
         parser.add_argument("--quiet", action="store_true")
 
@@ -103,6 +170,8 @@ class Command(BaseCommand):
             raise CommandError("--start must be >= 0", returncode=2)
         if opts["grace_seconds"] < 0:
             raise CommandError("--grace-seconds must be >= 0", returncode=2)
+        if opts["min_wait_s"] <= 0:
+            raise CommandError("--min-wait-s must be > 0", returncode=2)
         data = opts["data"] or default_data_dir()
         quiet = opts["quiet"]
         # One line per submitted and admitted job is noise here (thousands of them).
@@ -123,6 +192,9 @@ class Command(BaseCommand):
             limit=opts["limit"],
             grace_s=opts["grace_seconds"],
             progress=progress,
+            teams=opts["teams"],
+            whole_gpus=opts["whole_gpus"],
+            eta=opts["eta_json"] is not None,
         )
         old_name = None
         if not opts["use_configured_db"]:
@@ -136,6 +208,7 @@ class Command(BaseCommand):
                 raise CommandError(str(exc), returncode=2) from None
             replay = outcome.summary()
             replay["cpu_s"] = round(time.process_time() - cpu0, 3)
+            eta = eta_summary(outcome, min_wait_s=opts["min_wait_s"]) if config.eta else None
         finally:
             if old_name is not None:
                 connection.creation.destroy_test_db(old_name, verbosity=0)
@@ -152,6 +225,8 @@ class Command(BaseCommand):
                 "grace_s": config.grace_s,
                 "restart_penalty_s": config.restart_penalty_s,
                 "slowdown_tolerance": config.slowdown_tolerance,
+                "teams": config.teams,
+                "whole_gpus": config.whole_gpus,
             },
             "commit": _git_commit(),
             "database": connection.vendor,
@@ -163,9 +238,31 @@ class Command(BaseCommand):
             report["ratio_replay_to_simulator"] = {
                 k: (replay[k] / sim[k] if sim.get(k) else None) for k in COMPARED if k in sim and k in replay
             }
+        if outcome.guarantees:
+            report["teams"] = {
+                name: {"jobs": sum(team_of(j.trace) == name for j in outcome.jobs), "guarantee_gpus": g}
+                for name, g in sorted(outcome.guarantees.items())
+            }
         out = Path(opts["json"])
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=1, default=float) + "\n")
+        if eta is not None:
+            eta_report = {
+                "command": command_line(opts),
+                "trace": str(config.trace),
+                "slice": {"start": config.start, "limit": config.limit, "jobs": len(outcome.jobs)},
+                "cluster": outcome.spec.name,
+                "policy": config.policy,
+                "config": {**report["config"], "min_wait_s": opts["min_wait_s"]},
+                "teams": report.get("teams", {}),
+                **eta,
+                "replay": {k: replay[k] for k in ("avg_jct_s", "avg_queueing_s", "preemptions", "cpu_s")},
+                "database": report["database"],
+                "provenance": collect([config.trace]),
+            }
+            eta_out = Path(opts["eta_json"])
+            eta_out.parent.mkdir(parents=True, exist_ok=True)
+            eta_out.write_text(json.dumps(eta_report, indent=2) + "\n")
         line = (
             f"replay {config.policy}: {replay['jobs']} jobs, avg JCT {replay['avg_jct_s'] / 3600:.3f} h, "
             f"p99 {replay['p99_jct_s'] / 3600:.2f} h, preemptions {replay['preemptions']}, "
@@ -177,4 +274,7 @@ class Command(BaseCommand):
                 f" | simulator avg JCT {sim_s['avg_jct_s'] / 3600:.3f} h, preemptions {sim_s['preemptions']}, "
                 f"migrations {sim_s['migrations']}"
             )
+        if eta is not None:
+            best = eta["estimates"]["entry_and_rounds"]
+            line += f" | ETA error median {best['median_rel_error']}, p90 {best['p90_rel_error']}"
         self.stdout.write(line)
