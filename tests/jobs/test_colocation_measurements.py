@@ -96,10 +96,8 @@ def test_the_measured_pair_is_the_mean_of_its_measurements_in_either_order(pair,
     assert measured_normalised(b, a) == (pytest.approx(norm_b), pytest.approx(norm_a))
 
 
-def test_measurements_become_training_pairs_the_online_correction_learns_from(pair, image) -> None:
-    a, b = pair
-    _solo(image.reference, ["python", "a.py"], 400.0)
-    _solo(image.reference, ["python", "b.py"], 100.0)
+def _half_shares_record(a, b):  # type: ignore[no-untyped-def]
+    """The training pair of ``a`` and ``b`` measured at 200 and 50 on half a T4 each."""
     colocation_record(
         job_a=a,
         job_b=b,
@@ -110,6 +108,14 @@ def test_measurements_become_training_pairs_the_online_correction_learns_from(pa
         share_b_milli=500,
     )
     (record,) = colocation_pair_records()
+    return record
+
+
+def test_measurements_become_training_pairs_the_online_correction_learns_from(pair, image) -> None:
+    a, b = pair
+    _solo(image.reference, ["python", "a.py"], 400.0)
+    _solo(image.reference, ["python", "b.py"], 100.0)
+    record = _half_shares_record(a, b)
     assert record.dataset == "platform" and record.gpu_type == "t4"
     assert (record.norm_a, record.norm_b) == (0.5, 0.5)
     assert (
@@ -137,16 +143,7 @@ def test_a_training_pair_leaves_out_the_utilisation_its_solo_run_did_not_measure
     a, b = pair
     _solo(image.reference, ["python", "a.py"], 400.0)  # measured, e.g. by the node agent
     _solo(image.reference, ["python", "b.py"], 100.0, util=False)  # the simulated backend: none
-    colocation_record(
-        job_a=a,
-        job_b=b,
-        gpu_model=GPU,
-        throughput_a=200.0,
-        throughput_b=50.0,
-        share_a_milli=500,
-        share_b_milli=500,
-    )
-    (record,) = colocation_pair_records()
+    record = _half_shares_record(a, b)
     assert (record.profile_a["gpu_util"], record.profile_a["mem_util"]) == (40.0, 10.0)
     assert "gpu_util" not in record.profile_b and "mem_util" not in record.profile_b
     # The model's features read the missing values as NaN (what its training does for Gavel's rows).
