@@ -69,10 +69,11 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     def _output(self, job: Job, *, detail: bool = True, code: int = 200) -> Response:
         serializer_class = JobDetailOutput if detail else JobOutput
+        position = selectors.queue_position(job.pk)  # one COUNT, not a walk of the queue
         context = {
             "request": self.request,
-            "queue_positions": selectors.queue_positions([job.pk]),
-            "queue_order": selectors.queue_order(),
+            "queue_positions": {} if position is None else {job.pk: position},
+            **selectors.queue_cache_context(etas=job.status == "QUEUED"),
         }
         return Response(serializer_class(job, context=context).data, status=code)
 
@@ -80,8 +81,13 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         queryset = self.filter_queryset(self.get_queryset())
         page = self.paginate_queryset(queryset)
         assert page is not None  # pagination is always on (settings.REST_FRAMEWORK)
-        positions = selectors.queue_positions([job.pk for job in page if job.status == "QUEUED"])
-        context = {"request": request, "queue_positions": positions, "queue_order": selectors.queue_order()}
+        queued = [job.pk for job in page if job.status == "QUEUED"]
+        positions = selectors.queue_positions(queued)
+        context = {
+            "request": request,
+            "queue_positions": positions,
+            **selectors.queue_cache_context(etas=bool(queued)),
+        }
         data = JobOutput(page, many=True, context=context).data
         return self.get_paginated_response(data)
 

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
 from scheduler.backends.base import ClusterBackend
+from scheduler.model import Node
 
 KNOWN_BACKENDS = ("simulated", "kubernetes", "local")
 
@@ -90,6 +93,74 @@ def local_job_identity() -> dict[str, Any]:
     except ValueError as exc:
         raise BackendNotAvailable(f"LOCAL_JOB_UID_RANGE: {exc}") from None
     return {"job_user": user, "job_uid_range": uids}
+
+
+@dataclass(frozen=True)
+class NodeCapacity:
+    """What the submit-time checks read of a node (jobs.services.cluster_problems): its size, never
+    what runs on it. Nodes of one shape are one entry of a :class:`ClusterCapacity`."""
+
+    schedulable: bool
+    cpu_milli: int
+    memory_mib: int
+    gpu_count: int
+    gpu_model: str  # the node's model (its first GPU's), as Node.gpu_model
+    gpu_models: frozenset[str]  # the models of all its GPUs
+    gpu_memory_mib: int  # its largest GPU's memory
+    driver_version: str
+
+    @classmethod
+    def of(cls, node: Node) -> NodeCapacity:
+        return cls(
+            schedulable=bool(node.schedulable),
+            cpu_milli=node.cpu_milli,
+            memory_mib=node.memory_mib,
+            gpu_count=len(node.gpus),
+            gpu_model=node.gpu_model,
+            gpu_models=frozenset(g.model for g in node.gpus),
+            gpu_memory_mib=max((g.memory_mib for g in node.gpus), default=0),
+            driver_version=node.driver_version,
+        )
+
+
+@dataclass(frozen=True)
+class ClusterCapacity:
+    """The distinct node shapes of the cluster (a 1,213-node cluster has a handful): every check of
+    what could never run (most GPUs on a node, GPU models, largest GPU memory, CPU, memory, drivers)
+    is a max, a set or an "any" over nodes, so it reads the same over the shapes as over the nodes."""
+
+    nodes: tuple[NodeCapacity, ...]
+
+    @classmethod
+    def of(cls, nodes: Iterable[Node]) -> ClusterCapacity:
+        shapes = {NodeCapacity.of(node): None for node in nodes}  # first-seen order, duplicates once
+        return cls(nodes=tuple(shapes))
+
+
+# Capacity summaries by the backend's node-list version (SimulatedBackend.node_list_version): the
+# platform builds a backend per request, and a summary read through snapshot() parses the whole
+# state (every task included) on every submit. A few entries: versions only move forward.
+_CAPACITY: dict[Hashable, ClusterCapacity] = {}
+_CAPACITY_ENTRIES = 8
+
+
+def cluster_capacity(backend: ClusterBackend | None = None) -> ClusterCapacity:
+    """The cluster's node shapes for the submit-time checks. Backends that say when their node list
+    changes (``node_list_version()`` and ``node_list()``, the simulated one) are read once per version
+    per process; any other backend is asked for a snapshot each time, as before."""
+    backend = backend or get_backend()
+    # Looked up on the class: a stand-in (a test's Mock) answers any attribute of its instances.
+    if not (hasattr(type(backend), "node_list_version") and hasattr(type(backend), "node_list")):
+        return ClusterCapacity.of(backend.snapshot().nodes)
+    version = backend.node_list_version()  # type: ignore[attr-defined]
+    if version is not None and (kept := _CAPACITY.get(version)) is not None:
+        return kept
+    version, nodes = backend.node_list()  # type: ignore[attr-defined]
+    capacity = ClusterCapacity.of(nodes)
+    if len(_CAPACITY) >= _CAPACITY_ENTRIES:
+        _CAPACITY.clear()
+    _CAPACITY[version] = capacity
+    return capacity
 
 
 def _topology_summary(topology: Any) -> Any:

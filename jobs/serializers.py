@@ -222,6 +222,8 @@ def _input_fields() -> dict[str, serializers.Field]:
 
 
 _INPUT_FIELDS = _input_fields()
+# The names a submission may use (jobs.validation reads them without building a serializer).
+INPUT_FIELD_NAMES = frozenset(name for name, f in _INPUT_FIELDS.items() if not f.read_only)
 
 
 class JobCreateInput(StrictInputMixin, serializers.Serializer):

@@ -265,7 +265,8 @@ def resolve_team(*, user: Any, team: Team | int | str | None) -> Team:
 
 def cluster_problems(*, spec: JobSpec, image: JobImage, team: Team, user: Any) -> dict[str, list[str]]:
     """Why a well-formed ``spec`` could never run here, as field messages (empty: it can): the image's
-    minimum driver on the GPU nodes, and what :func:`_never_runnable` refuses. Asks the backend once."""
+    minimum driver on the GPU nodes, and what :func:`_never_runnable` refuses. Reads the cluster's
+    node shapes (jobs.cluster.cluster_capacity: kept per process until the node list changes)."""
     nodes = _cluster_nodes()
     from workspaces.limits import workspace_limit_problems
 
@@ -276,31 +277,35 @@ def cluster_problems(*, spec: JobSpec, image: JobImage, team: Team, user: Any) -
     return _never_runnable(spec=spec, team=team, user=user, nodes=nodes)
 
 
-def _cluster_nodes() -> list[Any] | None:
-    """The backend's nodes, or None when it cannot be asked (module missing, backend unreachable):
-    the checks that need them are then skipped and the scheduler's filters decide later."""
+def _cluster_nodes() -> tuple[cluster.NodeCapacity, ...] | None:
+    """The cluster's node shapes, or None when the backend cannot be asked (module missing, backend
+    unreachable): the checks that need them are then skipped and the scheduler's filters decide later."""
     try:
-        return list(cluster.get_backend().snapshot().nodes)
+        return cluster.cluster_capacity().nodes
     except Exception:  # noqa: BLE001  (an optional check must never make a submission fail)
         logger.warning("cluster checks at submit skipped", exc_info=True)
         return None
 
 
-def _driver_problem(image: JobImage, spec: JobSpec, nodes: list[Any] | None) -> str | None:
+def _driver_problem(
+    image: JobImage, spec: JobSpec, nodes: tuple[cluster.NodeCapacity, ...] | None
+) -> str | None:
     """Why no GPU node can run ``image`` (its minimum driver), or None (also when unknown)."""
     if not image.min_driver or gpu_milli_per_replica(spec) == 0 or nodes is None:
         return None
     drivers = [
         node.driver_version
         for node in nodes
-        if node.gpus and (not spec.gpu_models or node.gpu_model in spec.gpu_models)
+        if node.gpu_count and (not spec.gpu_models or node.gpu_model in spec.gpu_models)
     ]
     if not drivers:
         return None
     return driver_incompatibility(image.min_driver, drivers, image=image.reference)
 
 
-def _never_runnable(*, spec: JobSpec, team: Team, user: Any, nodes: list[Any] | None) -> dict[str, list[str]]:
+def _never_runnable(
+    *, spec: JobSpec, team: Team, user: Any, nodes: tuple[cluster.NodeCapacity, ...] | None
+) -> dict[str, list[str]]:
     """Why ``spec`` could never run in ``team`` on this cluster, as field messages (empty: it can).
 
     Only what no wait can change: more GPUs than the team's maximum or the per-user cap, a team that
@@ -334,18 +339,18 @@ def _never_runnable(*, spec: JobSpec, team: Team, user: Any, nodes: list[Any] | 
     ready = [n for n in nodes or [] if n.schedulable]
     if not ready:
         return errors
-    gpu_nodes = [n for n in ready if n.gpus]
+    gpu_nodes = [n for n in ready if n.gpu_count]
     if spec.gpu_models:
-        models = {g.model for n in gpu_nodes for g in n.gpus}
+        models = {model for n in gpu_nodes for model in n.gpu_models}
         if not models & set(spec.gpu_models):
             errors["gpu_models"] = [
                 f"No node has a GPU of model {', '.join(spec.gpu_models)}; the cluster has "
                 f"{', '.join(sorted(models)) or 'no GPUs'}."
             ]
             return errors
-        gpu_nodes = [n for n in gpu_nodes if any(g.model in spec.gpu_models for g in n.gpus)]
+        gpu_nodes = [n for n in gpu_nodes if n.gpu_models & set(spec.gpu_models)]
     if spec.gpus:
-        most = max((len(n.gpus) for n in gpu_nodes), default=0)
+        most = max((n.gpu_count for n in gpu_nodes), default=0)
         if spec.gpus > most:
             errors.setdefault("gpus", []).append(
                 f"No node has {spec.gpus} GPUs for one task (the most on a node is {most}); "
@@ -354,7 +359,7 @@ def _never_runnable(*, spec: JobSpec, team: Team, user: Any, nodes: list[Any] | 
     elif spec.gpu_milli and not gpu_nodes:
         errors.setdefault("gpu_milli", []).append("No node has a GPU to share.")
     if spec.gpu_memory_mib and (spec.gpus or spec.gpu_milli):
-        largest = max((g.memory_mib for n in gpu_nodes for g in n.gpus), default=0)
+        largest = max((n.gpu_memory_mib for n in gpu_nodes), default=0)
         if largest and spec.gpu_memory_mib > largest:
             errors["gpu_memory_mib"] = [
                 f"No GPU has {spec.gpu_memory_mib} MiB of memory (the largest has {largest} MiB)."

@@ -19,7 +19,7 @@ from accounts.models import Team
 from images.models import JobImage
 from jobs import services
 from jobs.selectors import resolve_image
-from jobs.serializers import JobCreateInput
+from jobs.serializers import INPUT_FIELD_NAMES, JobCreateInput
 from jobs.specs import MAX_GPUS, JobSpec, validate_job_spec
 from workspaces.spec import with_workspace_defaults
 
@@ -104,8 +104,7 @@ def check_submission(*, user: Any, data: Any, cluster: bool = False) -> CheckedS
     if not isinstance(data, Mapping):
         return CheckedSubmission(errors={"non_field_errors": ["Send a JSON object of job fields."]})
     data = with_workspace_defaults(data)
-    serializer = JobCreateInput()
-    known = {name for name, f in serializer.fields.items() if not f.read_only}
+    known = INPUT_FIELD_NAMES
     errors: dict[str, list[str]] = {}
     for key in sorted(str(k) for k in data if k not in known)[:20]:
         _add(errors, key[:100], "Unknown field.")

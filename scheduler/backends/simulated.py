@@ -65,7 +65,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from scheduler.backends.base import (
     PREEMPTED_PREFIX,
@@ -98,6 +98,11 @@ JOB_TYPE_ENV = "SIM_JOB_TYPE"
 TOLERANCE_ENV = "SIM_SLOWDOWN_TOLERANCE"
 # Finish events closer than this (clock seconds) are one instant: float noise must not order them.
 EPS = 1e-9
+
+
+# (cluster name, data folder) of the specs a backend of this process has loaded: later backends on the
+# same spec skip the check, which copies the whole node list.
+_LOADED_SPECS: set[tuple[str, str]] = set()
 
 
 # PlacementConflictError lives in base.py (every backend raises it); re-exported here for old imports.
@@ -137,11 +142,15 @@ class SimulatedBackend:
         self.state_path = Path(state_path)
         self.lock_path = self.state_path.with_name(self.state_path.name + ".lock")
         self.cluster_name = cluster if isinstance(cluster, str) else "custom"
-        self._cluster_nodes = (
-            cluster_spec(cluster, Path(data_dir) if data_dir else None)
-            if isinstance(cluster, str)
-            else list(cluster)
-        )
+        self._spec_source: tuple[str, Path | None] | None = None
+        self._spec_nodes: list[dict[str, Any]] | None = None
+        if isinstance(cluster, str):
+            self._spec_source = (cluster, Path(data_dir) if data_dir else None)
+            if (cluster, str(data_dir or "")) not in _LOADED_SPECS:
+                cluster_spec(*self._spec_source)  # an unknown or malformed spec fails here (ValueError)
+                _LOADED_SPECS.add((cluster, str(data_dir or "")))
+        else:
+            self._spec_nodes = list(cluster)
         self.time_scale = float(time_scale)
         self.clock = clock
         self.default_duration_s = default_duration_s
@@ -153,6 +162,17 @@ class SimulatedBackend:
         self._links_cache: dict[str, dict[tuple[int, int], str]] = {}
         self._read_key: tuple[object, ...] | None = None
         self._read_state: dict[str, Any] | None = None
+
+    @property
+    def _cluster_nodes(self) -> list[dict[str, Any]]:
+        """The cluster spec's node dicts: what a fresh state file starts with. Loaded on first use, not
+        in the constructor: the platform builds a backend per request (jobs.cluster.get_backend), and
+        only the one that creates the state file needs the nodes (a copy of 1,213 of them costs about
+        as much as a submit's other checks)."""
+        if self._spec_nodes is None:
+            assert self._spec_source is not None
+            self._spec_nodes = cluster_spec(*self._spec_source)
+        return self._spec_nodes
 
     # ----------------------------------------------------------------- state file and locking
 
@@ -179,9 +199,13 @@ class SimulatedBackend:
     def _read(self) -> dict[str, Any] | None:
         try:
             with open(self.state_path) as fh:
-                state: dict[str, Any] = json.load(fh)
+                return self._parse(fh)
         except FileNotFoundError:
             return None
+
+    def _parse(self, fh: IO[str]) -> dict[str, Any]:
+        try:
+            state: dict[str, Any] = json.load(fh)
         except json.JSONDecodeError as exc:
             raise PermanentBackendError(
                 f"simulated cluster state {self.state_path} is not valid JSON ({exc}); delete it to reset"
@@ -508,6 +532,36 @@ class SimulatedBackend:
             if profile:
                 profiles[placement.task_id] = profile
         return ClusterSnapshot(nodes=list(nodes.values()), running=running, now=now, task_profiles=profiles)
+
+    def node_list_version(self) -> tuple[object, ...] | None:
+        """A value that moves whenever the node list may have changed, from one ``stat`` of the state
+        file the nodes live in (its path, inode, size, modification and change times: what ``_load``
+        keys its read on); None before the file exists. Task writes move it too, which only costs the
+        caller a re-read. Lets a caller keep what it derived from the nodes (jobs.cluster's capacity
+        summary) without reading the whole state on every request."""
+        try:
+            st = os.stat(self.state_path)
+        except FileNotFoundError:
+            return None
+        return (str(self.state_path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def node_list(self) -> tuple[tuple[object, ...], list[Node]]:
+        """(node_list_version of the file read, its nodes as built for a snapshot but without their
+        tasks' allocations): sizes, GPUs, labels, drivers and whether schedulable. The version is the
+        one of the file these nodes come from (read under the lock), so a caller never keeps nodes
+        under a newer file's version. Creates the state file on first use, as every read does."""
+        with self._locked(exclusive=False):
+            try:
+                with open(self.state_path) as fh:
+                    st = os.fstat(fh.fileno())
+                    nodes = self._parse(fh)["nodes"]
+            except FileNotFoundError:
+                nodes = None
+        if nodes is None:
+            self.ensure_state()
+            return self.node_list()
+        version = (str(self.state_path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        return version, [self._build_node(spec) for spec in nodes]
 
     def job_profile(self, env: dict[str, str]) -> dict[str, float | str]:
         """The solo profile of a job not bound yet whose environment names a job type of the ground
