@@ -13,6 +13,13 @@ from scheduler import profiles
 from scheduler.policy import get_policy
 
 QUEUE_ORDER_KEY = "jobs:scheduling-cycle:queue-order"
+# The simulator's round interval: preemption, unpacking and drains are considered this often.
+ROUND_S = 360.0
+
+
+def round_seconds() -> float:
+    """The cycle's round interval: ``SCHEDULER_ROUND_SECONDS``, else the simulator's."""
+    return float(settings.SCHEDULER_ROUND_SECONDS or ROUND_S)
 
 
 def active_policy() -> Any:

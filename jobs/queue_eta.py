@@ -17,10 +17,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Hashable, Iterable
 
-from django.conf import settings
 from django.core.cache import cache
 
 from jobs.models import Job
+from jobs.policy_settings import round_seconds
 from jobs.states import JobStatus
 from scheduler.policy.eta import RuntimeHistory, estimate_starts
 from scheduler.policy.view import PolicyView
@@ -78,13 +78,6 @@ def expected_runtime(job: Job, history: RuntimeHistory, elapsed: float = 0.0) ->
     return found, "guess"
 
 
-def _round_s() -> float:
-    """The cycle's round interval (``jobs.scheduling``, imported here: it imports this module)."""
-    from jobs.scheduling import ROUND_S
-
-    return float(settings.SCHEDULER_ROUND_SECONDS or ROUND_S)
-
-
 def refresh_etas(
     view: PolicyView, policy: object, jobs: dict[str, Job]
 ) -> dict[int, tuple[float | None, str]]:
@@ -111,7 +104,7 @@ def refresh_etas(
             )
         found = estimate_starts(
             view, policy, remaining=remaining, durations=durations, sources=sources, max_steps=MAX_STEPS,
-            round_s=_round_s(),
+            round_s=round_seconds(),
         )  # fmt: skip
     except Exception:  # noqa: BLE001  (an estimate must never stop the cycle)
         logger.warning("queue ETA estimate failed", exc_info=True)

@@ -51,7 +51,7 @@ from jobs.colocation import measured_rates
 from jobs.faults import fault_point
 from jobs.models import Job, JobEvent, Task, TaskPhase
 from jobs.placements import task_fields, task_placement
-from jobs.policy_settings import QUEUE_ORDER_KEY, active_policy
+from jobs.policy_settings import QUEUE_ORDER_KEY, ROUND_S, active_policy
 from jobs.profiling_services import fill_running_task_profiles, solo_profiles_for_jobs
 from jobs.queue_eta import refresh_etas
 from jobs.services import job_transition
@@ -75,8 +75,6 @@ RERUN_KEY = "jobs:scheduling-cycle:rerun"
 RERUN_TIMEOUT_S = 60
 MAX_RERUNS = 3
 ACTOR = "scheduler"
-# The simulator's round interval: preemption, unpacking and drains are considered this often.
-ROUND_S = 360.0
 ROUND_KEY = "jobs:scheduling-cycle:round"
 # Completed jobs whose attained service feeds the Gittins index (the latest ones).
 HISTORY_JOBS = 5000
