@@ -17,6 +17,7 @@ from accounts.models import Membership
 from images.models import JobImage
 from jobs.models import Job, JobEvent, Task
 from jobs.policy_settings import QUEUE_ORDER_KEY, active_policy
+from jobs.queue_eta import ETA_KEY
 from jobs.states import JobStatus
 from quotas.services import las_gpus
 
@@ -117,8 +118,6 @@ def queue_cache_context(*, etas: bool) -> dict[str, Any]:
     the start estimates (``_etas``, what JobOutput would otherwise read itself). On a cache outage
     only the rule is given ("", as queue_order() answers then) and the serializer reads the estimates
     itself, as it always did."""
-    from jobs.queue_eta import ETA_KEY
-
     if not etas:
         return {"queue_order": queue_order()}
     try:
