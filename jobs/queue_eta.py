@@ -6,8 +6,10 @@ Expected remaining time of a running job, and run time of a waiting one: its ``m
 teams in the estimate (the one definition the simulator's benchmarks use): the same user's jobs of
 that image and shape (GPUs, share, replicas), else the team's of that image and shape, else the
 team's of that GPU count, else the team's (``history``); for a running job, the time left given how
-long it has run. Else the duration the simulated backend was given (``sim_duration_seconds``, a
-``guess`` on other backends), else everyone's run times (``guess``); without any, unknown. The
+long it has run. Else everyone's run times (``guess``: the completed jobs of all the teams in the
+estimate); without any, unknown. The estimate never reads ``sim_duration_seconds``: that is the
+simulated backend's instruction for how long to run (the trace's true duration in a replay), which
+no real cluster knows in advance. The
 estimate replays the round it is made at (``estimate_starts``'s ``round_s``: the refresh runs at
 the cycle's rounds). Best effort: an estimate that fails is logged and leaves the previous one.
 """
@@ -68,14 +70,8 @@ def expected_runtime(job: Job, history: RuntimeHistory, elapsed: float = 0.0) ->
     docstring."""
     if job.max_runtime_seconds:
         return max(0.0, float(job.max_runtime_seconds) - elapsed), "limit"
-    found, source = history.remaining(
-        str(job.team_id), job.gpus, elapsed, user=job.user_id, shape=_shape(job)
-    )
-    if found is not None and source == "history":
-        return found, source
-    if job.sim_duration_seconds:
-        return max(0.0, float(job.sim_duration_seconds) - elapsed), "guess"
-    return found, "guess"
+    # Never ``sim_duration_seconds`` (module docstring): it would make the replay's ETAs an oracle's.
+    return history.remaining(str(job.team_id), job.gpus, elapsed, user=job.user_id, shape=_shape(job))
 
 
 def refresh_etas(

@@ -141,6 +141,6 @@ def score(
             for c in _confidence_at_points([(e[0], e[3]) for e in chosen], float(sub), float(start)):
                 confidences[c] = confidences.get(c, 0) + 1
     found = eta_errors(made, submits, starts, min_wait_s=min_wait_s)
-    # ``low``: the estimate rests on a guessed time; in a replay that includes a job's simulated
-    # duration (``sim_duration_seconds``, the trace's), which jobs.queue_eta falls back on.
+    # ``low``: the estimate rests on a guessed time (everyone's run times, or a job that outlived its
+    # pools run as long again); never the trace's duration, which jobs.queue_eta does not read.
     return {**_summary(found.errors, found.unknown, found.jobs), "points_by_confidence": confidences}

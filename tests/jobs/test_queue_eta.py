@@ -85,3 +85,39 @@ def test_a_declared_limit_is_the_expected_time_less_what_has_run(sim, clock, ima
     etas = queue_eta.refresh_etas(cycle.view, active_policy(), cycle.queued)
 
     assert etas[waiting.pk] == (now + 600, "high")
+
+
+def test_the_simulated_duration_is_never_read_without_history_the_eta_is_unknown(sim, clock, image) -> None:
+    # The running job tells the simulated backend it runs 1,000 s; no job has completed, so nothing
+    # says how long it runs: the waiting job's start cannot be dated (the oracle would give now + 800).
+    team = make_team("vision")
+    ada = make_member("ada", team)
+    first = running(ada, image, team, sim, clock, gpus=2, sim_duration_seconds=1_000)
+    now = clock.t
+    Job.objects.filter(pk=first.pk).update(run_started_at=datetime.fromtimestamp(now - 200, tz=UTC))
+    waiting = submit(ada, image, team=team, gpus=2)
+
+    cycle = scheduling.build_view(sim, now=now, rounds=True)
+    etas = queue_eta.refresh_etas(cycle.view, active_policy(), cycle.queued)
+
+    assert etas[waiting.pk] == (None, "low")
+
+
+def test_without_a_pool_of_its_own_a_job_is_given_everyones_run_times_as_a_guess(sim, clock, image) -> None:
+    # Only 'speech' has completed runs (five of 2 GPUs); the running job of 'vision' has no pool of its
+    # own, so its time left is everyone's conditional median: the runs beyond its 200 s (300 ... 700 s)
+    # ran 100 ... 500 s beyond it, a median of 300 s left, a guess; speech's waiting job starts then.
+    team, other = make_team("vision"), make_team("speech")
+    ada, eve = make_member("ada", team), make_member("eve", other)
+    past = datetime.fromtimestamp(clock.t - 86_400, tz=UTC)
+    for seconds in (300, 400, 500, 600, 700):
+        completed(eve, image, other, seconds, past, gpus=2)
+    first = running(ada, image, team, sim, clock, gpus=2, sim_duration_seconds=100_000)
+    now = clock.t
+    Job.objects.filter(pk=first.pk).update(run_started_at=datetime.fromtimestamp(now - 200, tz=UTC))
+    waiting = submit(eve, image, team=other, gpus=2)
+
+    cycle = scheduling.build_view(sim, now=now, rounds=True)
+    etas = queue_eta.refresh_etas(cycle.view, active_policy(), cycle.queued)
+
+    assert etas[waiting.pk] == (now + 300, "low")
