@@ -37,7 +37,11 @@ def _broker_status() -> dict[str, Any]:
         if url.startswith(("redis://", "rediss://")):
             import redis
 
-            redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1).ping()
+            from config.redis_pool import SharedConnectionPool
+
+            # The process's pool: a probe every few seconds need not open a connection each time.
+            pool = SharedConnectionPool.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+            redis.Redis(connection_pool=pool).ping()
             return {"ok": True, "kind": "redis"}
         if url.startswith("filesystem://"):
             folder = Path(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"])  # type: ignore[arg-type]

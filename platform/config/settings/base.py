@@ -73,7 +73,11 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}")
-DATABASES = {"default": database_from_url(DATABASE_URL)}
+# PostgreSQL connections per process in a pool (config.env.database_from_url says why); 0 = a new
+# connection per request and per Celery task, as before. A follow of a job's logs holds one for up to
+# LOGS_FOLLOW_MAX_SECONDS, so the size leaves room for a few followers per web process.
+DATABASE_POOL_MAX_SIZE = env_int("DATABASE_POOL_MAX_SIZE", 8)
+DATABASES = {"default": database_from_url(DATABASE_URL, pool_max_size=DATABASE_POOL_MAX_SIZE)}
 # Web (several gunicorn workers), worker and beat share one SQLite file. WAL lets readers run beside
 # the one writer instead of blocking it; writers wait up to `timeout` seconds for the write lock
 # (sqlite3's busy handler), and IMMEDIATE takes that lock at BEGIN, where waiting is safe, rather than
@@ -111,7 +115,14 @@ LOGOUT_REDIRECT_URL = "/login/"
 
 REDIS_URL = env_str("REDIS_URL", "")
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            # One pool per process, not per request (config.redis_pool).
+            "OPTIONS": {"pool_class": "config.redis_pool.SharedConnectionPool"},
+        }
+    }
 else:
     CACHES = {
         "default": {
