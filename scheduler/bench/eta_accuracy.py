@@ -8,7 +8,11 @@ actual starts.
   the state the cycle left.
 - **Expected times**: no trace declares a limit, so run and remaining times come from the
   completed jobs (``scheduler.policy.eta.RuntimeHistory``: the team's jobs of the same size, the
-  team's, everyone's).
+  team's, everyone's), by one of ``ESTIMATORS``: ``order_statistics`` (the running jobs' ends dated
+  together, ``scheduler.policy.eta.order_statistic_ends``, over the conditional remainders),
+  ``conditional_remaining`` (each running job's own conditional median) or ``median_runtime`` (the
+  plain median less the time run, the first baseline). Waiting jobs' run times are the same for
+  the first two.
 - **Error** (``eta_errors``): for a job that waited ``w`` (first start minus submit) at least
   ``min_wait_s``, at each tenth of its wait ``submit + k w / 10`` (k = 0..9) the estimate shown then
   (the latest made at or before it; for k = 0 the first), ``|eta - start| / w``. A point whose
@@ -22,10 +26,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.bench.team_sim import TeamSimulator
-from scheduler.policy.eta import RuntimeHistory, estimate_starts
+from scheduler.policy.eta import RuntimeHistory, estimate_starts, order_statistic_ends
 
 TENTHS = 10
 MAX_STEPS = 100  # the platform's bound (jobs.queue_eta.MAX_STEPS)
+# Result-file name -> how running jobs' remaining times are estimated (module docstring); the first
+# is the platform's (jobs.queue_eta), the report's headline.
+ESTIMATORS = {
+    "order_statistics": "order_statistics",
+    "conditional_remaining": "conditional",
+    "median_runtime": "plain",
+}
+HEADLINE = "order_statistics"
 
 
 @dataclass
@@ -33,7 +45,7 @@ class EtaRecorder:
     """Observer of a ``TeamSimulator``: estimates of the waiting jobs over the run."""
 
     every_s: float = 360.0
-    conditional: bool = True
+    estimator: str = "order_statistics"  # a value of ESTIMATORS
     max_steps: int = MAX_STEPS
     replay_round: bool = True  # the next round in the estimate (``estimate_starts``'s ``round_s``)
     # job id -> [(time made, estimated start or None)], in time order.
@@ -44,7 +56,9 @@ class EtaRecorder:
     history: RuntimeHistory = field(init=False)
 
     def __post_init__(self) -> None:
-        self.history = RuntimeHistory(conditional=self.conditional)
+        if self.estimator not in ESTIMATORS.values():
+            raise ValueError(f"unknown estimator {self.estimator!r}")
+        self.history = RuntimeHistory(conditional=self.estimator != "plain")
 
     def __call__(self, sim: TeamSimulator) -> None:
         for s in sim.done[self._seen_done :]:
@@ -56,13 +70,8 @@ class EtaRecorder:
         self._last = sim.now
         self.refreshes += 1
         view = sim.view(rounds=False)
-        remaining: dict[str, float | None] = {}
         sources: dict[str, str] = {}
-        for job_id, s in sim.running.items():
-            elapsed = sum(r.end - r.start for r in s.runs) + max(0.0, sim.now - s.started_at)
-            left, sources[job_id] = self.history.remaining(s.team, s.trace.num_gpus, elapsed)
-            # A run that has not started yet (grace) still has all of it left.
-            remaining[job_id] = None if left is None else left + max(0.0, s.started_at - sim.now)
+        remaining = self._remaining(sim, sources)
         durations: dict[str, float | None] = {}
         for job_id, s in sim.queue.items():
             ran = sum(r.end - r.start for r in s.runs)
@@ -78,6 +87,23 @@ class EtaRecorder:
         )
         for job_id, estimate in found.items():
             self.estimates.setdefault(job_id, []).append((sim.now, estimate.start_at))
+
+    def _remaining(self, sim: TeamSimulator, sources: dict[str, str]) -> dict[str, float | None]:
+        """Expected seconds left of each running job by ``self.estimator`` (fills ``sources``)."""
+        remaining: dict[str, float | None] = {}
+        joint: dict[str, list[float] | None] = {}
+        for job_id, s in sim.running.items():
+            elapsed = sum(r.end - r.start for r in s.runs) + max(0.0, sim.now - s.started_at)
+            late = max(0.0, s.started_at - sim.now)  # a run not started yet (grace) has all of it left
+            if self.estimator == "order_statistics":
+                left_all, sources[job_id] = self.history.remainders(s.team, s.trace.num_gpus, elapsed)
+                joint[job_id] = None if left_all is None else [r + late for r in left_all]
+                continue
+            left, sources[job_id] = self.history.remaining(s.team, s.trace.num_gpus, elapsed)
+            remaining[job_id] = None if left is None else left + late
+        if joint:
+            remaining.update(order_statistic_ends(joint))
+        return remaining
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.bench.eta_accuracy import eta_errors, shown_at
-from scheduler.policy.eta import RuntimeHistory
+from scheduler.policy.eta import RuntimeHistory, order_statistic_ends
 
 
 def test_the_estimate_shown_is_the_latest_made_by_then_and_the_first_before_any() -> None:
@@ -91,3 +91,33 @@ def test_when_every_pool_is_thin_the_one_with_most_survivors_gives_the_estimate(
     # At 9,000 s only the 10,000 s run outlived it, in team a's pools and in everyone's alike: a tie
     # goes to the most specific pool, whose source is history.
     assert history.remaining("a", 2, elapsed=9000.0) == (pytest.approx(1000.0), "history")
+
+
+def test_a_job_that_outlived_every_run_is_given_a_pareto_tail_whose_median_is_the_time_run() -> None:
+    history = RuntimeHistory(conditional=True)
+    history.add("a", 1, 100.0)
+    found, source = history.remainders("a", 1, elapsed=600.0)
+    assert source == "guess" and found is not None
+    assert found[0] == pytest.approx(600.0 / 19) and found[-1] == pytest.approx(600.0 * 19)  # q = 1/20, 19/20
+    assert history.remaining("a", 1, elapsed=600.0) == (pytest.approx(600.0), "guess")
+    assert RuntimeHistory().remainders("a", 1, elapsed=600.0) == (None, "guess")  # nothing known
+
+
+def test_one_running_job_ends_at_its_own_conditional_median() -> None:
+    assert order_statistic_ends({"j": [100.0, 300.0, 800.0]}) == {"j": 300.0}
+
+
+def test_alike_jobs_end_at_the_medians_of_their_order_statistics_not_all_at_their_own_median() -> None:
+    # Four jobs, each equally likely to have 100, 200, ..., 1,000 s left (own median 550). The expected
+    # number of ends by t is 4 F(t): 0.8 at 200 (>= 0.5: the first end), 1.6 at 400 (>= 1.5), 2.8 at
+    # 700 (>= 2.5) and 3.6 at 900 (>= 3.5). Ties go to the job listed first.
+    alike = [100.0 * i for i in range(1, 11)]
+    found = order_statistic_ends({name: alike for name in "abcd"})
+    assert found == {"a": 200.0, "b": 400.0, "c": 700.0, "d": 900.0}
+
+
+def test_the_first_end_goes_to_the_job_most_likely_to_have_ended_and_unknown_ones_never_end() -> None:
+    # By 20 s the short job has ended with probability 2/3 (expected ends 2/3 >= 0.5), the long one 0;
+    # the second end needs 1.5 expected ends, reached at 2,000 s, the long job's own median.
+    found = order_statistic_ends({"long": [1000.0, 2000.0, 3000.0], "short": [10.0, 20.0, 30.0], "x": None})
+    assert found == {"short": 20.0, "long": 2000.0, "x": None}
