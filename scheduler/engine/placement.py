@@ -84,6 +84,17 @@ class _WhyNot:
 
 
 @dataclass
+class _Nowhere:
+    """A task shape the leading cacheable filters refused on every row, and the cluster it was
+    refused on (every row's version and those filters' tokens): the same shape fails the same way
+    until one of them moves. ``summary`` is the why-not line past its task id (None: not explained)."""
+
+    version: np.ndarray
+    token: Hashable
+    summary: str | None
+
+
+@dataclass
 class Outcome:
     """Result of ``PlacementEngine.place``: a placement (not yet committed) or a reason. ``score`` is
     the winner's total, 0 when ``explain`` is off and only one node was feasible (nothing is scored)."""
@@ -107,11 +118,21 @@ class PlacementEngine:
     _cache: dict[tuple[int, Hashable], _Entry] = field(default_factory=dict)
     # id(chooser) -> the annotate hooks of a placement made with that chooser (see ``_annotate``).
     _annotators: dict[int, list[Any]] = field(default_factory=dict, init=False, repr=False)
-    # shape_key -> the why-not pass's reasons per row (see ``_why_not``).
+    # shape_key -> the why-not pass's reasons per row (see ``_why_not_summary``).
     _why_not_cache: dict[Hashable, _WhyNot] = field(default_factory=dict, init=False, repr=False)
+    # shape_key -> the last refusal of that shape by the leading cacheable filters (see ``place``).
+    _nowhere: dict[Hashable, _Nowhere] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._all_rows = np.arange(self.state.arrays.n)
+        filters = self.built.filters
+        prefix = 0
+        while prefix < len(filters) and getattr(filters[prefix], "cacheable", False):
+            prefix += 1
+        # The leading cacheable filters: their verdicts depend on the task's shape and the rows'
+        # versions only (and their tokens), so a refusal by them holds until one of those moves.
+        self._prefix = prefix
+        self._prefix_empty = False  # set by ``_feasible``: those filters left no row
 
     # -- public -----------------------------------------------------------------------------------
 
@@ -121,10 +142,24 @@ class PlacementEngine:
             task = dataclasses.replace(task, gpus=1, gpu_milli=0, gpu_memory_mib=0)
         arrays = self.state.arrays
         key = shape_key(task)
+        known = self._nowhere.get(key)
+        if known is not None and self._still_nowhere(known):
+            # Refused again, with the same reason: a full cluster is asked about thousands of waiting
+            # jobs of a few shapes. The later filters still see the task (on no row), as in
+            # ``_feasible``: a plugin may note who asked (interference_aware keeps the tolerances).
+            self._feasible(task, key, start=self._prefix, mask=np.zeros(arrays.n, dtype=bool))
+            if known.summary is None:
+                return Outcome(None, reason="no node fits")
+            return Outcome(None, reason=f"0/{arrays.n} nodes fit task {task.task_id}: {known.summary}")
         feasible = self._feasible(task, key)
         rows = np.flatnonzero(feasible)
         if rows.size == 0:
-            return Outcome(None, reason=self._why_not(task, key) if self.explain else "no node fits")
+            summary, job_free = self._why_not_summary(task, key) if self.explain else (None, True)
+            if self._prefix_empty and job_free:
+                self._nowhere[key] = _Nowhere(arrays.version.copy(), self._prefix_token(), summary)
+            if summary is None:
+                return Outcome(None, reason="no node fits")
+            return Outcome(None, reason=f"0/{arrays.n} nodes fit task {task.task_id}: {summary}")
         if rows.size == 1 and not self.explain:
             # One feasible node wins whatever it scores; only an explained placement quotes the score.
             totals = np.zeros(1)
@@ -285,10 +320,34 @@ class PlacementEngine:
             entry.stamp[stale] = arrays.version[stale]
         return entry.values
 
-    def _feasible(self, task: TaskRequest, key: Hashable) -> np.ndarray:
+    def _prefix_token(self) -> Hashable:
+        return tuple(
+            fn(self.state) if (fn := getattr(p, "cache_token", None)) is not None else None
+            for p in self.built.filters[: self._prefix]
+        )
+
+    def _still_nowhere(self, known: _Nowhere) -> bool:
+        version = self.state.arrays.version
+        return (
+            known.version.shape == version.shape
+            and bool(np.array_equal(known.version, version))
+            and known.token == self._prefix_token()
+        )
+
+    def _feasible(
+        self, task: TaskRequest, key: Hashable, start: int = 0, mask: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Rows every filter passes: the filters from ``start`` on, on the rows of ``mask`` (default:
+        all of them, on the schedulable rows)."""
         arrays = self.state.arrays
-        mask = arrays.schedulable.copy()
+        if mask is None:
+            mask = arrays.schedulable.copy()
+        self._prefix_empty = False
         for slot, plugin in enumerate(self.built.filters):
+            if slot < start:
+                continue
+            if slot == self._prefix:
+                self._prefix_empty = not mask.any()
             if self._is(plugin, BatchFilterPlugin):
                 if getattr(plugin, "cacheable", False):
                     values = self._cached(-1 - slot, plugin, "filter_rows", task, key, mask)
@@ -302,6 +361,8 @@ class PlacementEngine:
                 one = cast(FilterPlugin, plugin)
                 for row in np.flatnonzero(mask).tolist():
                     mask[row] = one.filter(self.state, task, self.nodes[row]).ok
+        if self._prefix == len(self.built.filters):
+            self._prefix_empty = not mask.any()
         return mask
 
     def _totals(self, task: TaskRequest, key: Hashable, rows: np.ndarray, need: np.ndarray) -> np.ndarray:
@@ -336,8 +397,10 @@ class PlacementEngine:
             totals += weight * norm / weight_sum
         return totals
 
-    def _why_not(self, task: TaskRequest, key: Hashable) -> str:
-        """One line: how many nodes failed each filter (first failing filter per node).
+    def _why_not_summary(self, task: TaskRequest, key: Hashable) -> tuple[str, bool]:
+        """The why-not line (how many nodes failed each filter, first failing filter per node) past
+        its task id, and whether it holds for any job of this shape (no
+        node got past the leading cacheable filters, so no per-job filter was asked).
 
         Costs what changed, not nodes x waiting jobs: the reasons of the profile's leading cacheable
         filters (and "not schedulable") are kept per task shape and row, with their counts, and
@@ -345,6 +408,7 @@ class PlacementEngine:
         values). Only rows those filters pass go through the remaining filters, per node, as before."""
         arrays = self.state.arrays
         reasons: dict[str, int] = {}
+        job_free = True
         if self.nodes is None:
             # Per-node filters need Node objects; without them every schedulable row just "does not fit".
             off = int(arrays.n - np.count_nonzero(arrays.schedulable))
@@ -356,17 +420,19 @@ class PlacementEngine:
             memo = self._why_not_memo(task, key)
             reasons = {why: count for why, count in memo.counts.items() if count}
             rest = self.built.filters[memo.prefix :]
-            for row in np.flatnonzero(memo.passes).tolist():
+            passing = np.flatnonzero(memo.passes).tolist()
+            job_free = not passing
+            for row in passing:
                 for plugin in rest:
                     status = cast(FilterPlugin, plugin).filter(self.state, task, self.nodes[row])
                     if not status.ok:
                         reasons[status.reason] = reasons.get(status.reason, 0) + 1
                         break
         summary = "; ".join(f"{count} node(s): {why}" for why, count in sorted(reasons.items()))
-        return f"0/{arrays.n} nodes fit task {task.task_id}: {summary}"
+        return summary, job_free
 
     def _why_not_memo(self, task: TaskRequest, key: Hashable) -> _WhyNot:
-        """The per-shape memo of ``_why_not``, fresh on every row."""
+        """The per-shape memo of ``_why_not_summary``, fresh on every row."""
         arrays = self.state.arrays
         filters = self.built.filters
         prefix = 0

@@ -117,6 +117,9 @@ class InterferenceAware:
                 "informative": any(set(p) - {"slowdown_tolerance"} for p in stored.values()),
                 "tolerances": None,  # built by ``_resident_tolerances`` on first use
                 "job_tolerances": {},  # job id -> tolerance of the jobs seen this cycle
+                # tolerance -> how many of those jobs have it: ``_shares_table`` reads the distinct
+                # tolerances from here (a walk of ``job_tolerances`` per call grew with the queue).
+                "tolerance_counts": {},
                 "counts": None,
                 "stamp": None,
                 "tables": {},
@@ -124,7 +127,10 @@ class InterferenceAware:
             state.data[_KEY] = cycle
         job = state.job
         if job is not None and job.job_id not in cycle["job_tolerances"]:
-            cycle["job_tolerances"][job.job_id] = float(job.slowdown_tolerance)
+            tolerance = float(job.slowdown_tolerance)
+            cycle["job_tolerances"][job.job_id] = tolerance
+            counts: dict[float, int] = cycle["tolerance_counts"]
+            counts[tolerance] = counts.get(tolerance, 0) + 1
             cycle["informative"] = cycle["informative"] or bool(job.profile)
         if job is not None:
             for t in job.tasks:
@@ -346,8 +352,14 @@ class InterferenceAware:
         # Tolerances residents may have: stored ones, the default, and those of the jobs placed
         # earlier this cycle (the current job's own only if its other tasks can be residents).
         tolerances = set(self._resident_tolerances(state, cycle))
-        for job_id, tol in cycle["job_tolerances"].items():
-            if job is None or job_id != job.job_id or len(job.tasks) > 1:
+        seen: dict[float, int] = cycle["tolerance_counts"]
+        # The current job's own entry counts only if its other tasks can be residents: leave it out
+        # of its tolerance's count (the others with that tolerance still count).
+        own_entry = None
+        if job is not None and len(job.tasks) <= 1:
+            own_entry = cycle["job_tolerances"].get(job.job_id)
+        for tol, count in seen.items():
+            if count - (tol == own_entry) > 0:
                 tolerances.add(tol)
         if len(tolerances) != 1:
             return None

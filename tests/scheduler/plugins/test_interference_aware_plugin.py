@@ -137,3 +137,37 @@ def test_the_conservative_check_is_never_more_permissive(tmp_path: Path, conserv
     decision = schedule(_cluster(gpus=1, tenant_util=45.0), [_job(util=45.0, tolerance=1.12)], profile)
     # analytic: both shares fit, slowdown = 1 + CONTENTION = 1.10 <= 1.12 either way
     assert len(decision.placements) == 1
+
+
+def _shared_only_node() -> ClusterSnapshot:
+    """One GPU with one resident known by id only: nobody has a measured profile (declared shares)."""
+    node = Node(name="n1", cpu_milli=32000, memory_mib=256000, gpus=[Gpu(index=0, model="Tesla V100")])
+    node.gpus[0].used_milli = 300
+    node.gpus[0].tenants = ["other-0"]
+    return ClusterSnapshot(nodes=[node])
+
+
+def _small(job_id: str, tolerance: float, tasks: int = 1) -> JobRequest:
+    parts = [TaskRequest(task_id=f"{job_id}-{k}", gpu_milli=100) for k in range(tasks)]
+    return JobRequest(job_id=job_id, tasks=parts, slowdown_tolerance=tolerance)
+
+
+def _by_table(decision: Decision, job_id: str) -> bool:
+    """Whether the job's placement was judged by the per-count table of declared shares."""
+    (placement,) = [p for p in decision.placements if p.job_id == job_id]
+    return "declared GPU shares" in placement.reason
+
+
+def test_a_tolerance_seen_earlier_in_the_cycle_turns_the_declared_share_table_off(tmp_path: Path) -> None:
+    # The table assumes every resident has one tolerance. A one-task job's own tolerance is not a
+    # resident's (the job is not beside itself); an earlier job's is, and so is a gang's own.
+    profile = _profile(tmp_path / "none.joblib")
+    queue = [_small("lenient", 2.0), _small("usual", 1.5)]
+    decision = schedule(_shared_only_node(), queue, profile)
+    assert _by_table(decision, "lenient")
+    assert not _by_table(decision, "usual")
+    same = schedule(_shared_only_node(), [_small("a", 1.5), _small("b", 1.5)], profile)
+    assert _by_table(same, "a") and _by_table(same, "b")
+    gang = schedule(_shared_only_node(), [_small("gang", 2.0, tasks=2)], profile)
+    assert len(gang.placements) == 2
+    assert not any("declared GPU shares" in p.reason for p in gang.placements)
