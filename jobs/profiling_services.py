@@ -26,6 +26,7 @@ When a configuration was profiled on several GPU models, the most recent recordi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import shlex
@@ -160,7 +161,16 @@ def as_job_profile(row: SoloProfile) -> ProfileDict:
 
 def job_configuration(job: Job) -> tuple[str, str]:
     """(image reference, command hash): the key a job shares with its solo profile and measurements."""
-    return job.image.reference, command_hash(command_line(job.command or [], job.args or []))
+    command, args = job.command or [], job.args or []
+    if isinstance(command, list) and isinstance(args, list):
+        # The cycle asks this of every waiting and running job: the hash is memoised per command.
+        return job.image.reference, _list_command_hash(tuple(map(str, command)), tuple(map(str, args)))
+    return job.image.reference, command_hash(command_line(command, args))
+
+
+@functools.lru_cache(maxsize=4096)
+def _list_command_hash(command: tuple[str, ...], args: tuple[str, ...]) -> str:
+    return command_hash(command_line(command, args))
 
 
 def solo_profiles_for_jobs(jobs: Sequence[Job]) -> dict[int, ProfileDict]:
@@ -182,10 +192,12 @@ def solo_profile_for_job(job: Job) -> ProfileDict:
     return solo_profiles_for_jobs([job]).get(job.pk, {})
 
 
-def fill_running_task_profiles(snapshot: ClusterSnapshot) -> None:
+def fill_running_task_profiles(snapshot: ClusterSnapshot, loaded: Sequence[Job] = ()) -> None:
     """Add the stored profile (and slowdown tolerance) of every running task the snapshot lacks.
 
     Entries the backend already supplied win. Task placements carry ``job_id = str(Job.pk)``.
+    ``loaded``: Job rows (with their image) the caller read already, e.g. the cycle's running jobs;
+    only the others are read here.
     """
     by_job: dict[int, list[str]] = {}
     for placement in snapshot.running:
@@ -193,7 +205,11 @@ def fill_running_task_profiles(snapshot: ClusterSnapshot) -> None:
             by_job.setdefault(int(placement.job_id), []).append(placement.task_id)
     if not by_job:
         return
-    jobs = list(Job.objects.filter(pk__in=by_job).select_related("image"))
+    jobs = [job for job in loaded if job.pk in by_job]
+    missing = by_job.keys() - {job.pk for job in jobs}
+    if missing:
+        jobs += Job.objects.filter(pk__in=missing).select_related("image")
+    jobs.sort(key=lambda j: (j.created_at, j.pk), reverse=True)  # Job.Meta.ordering, as one query gave
     found = solo_profiles_for_jobs(jobs)
     filled: dict[str, dict[str, float | str]] = {}
     for job in jobs:
