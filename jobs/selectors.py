@@ -56,7 +56,37 @@ def queue_positions(job_ids: list[int] | None = None) -> dict[int, int]:
 
     The order is the policy's, as the last scheduling cycle left it (``Job.queue_position``); jobs
     queued since then follow in submission order. Jobs not in the queue are absent from the result.
+    With ``job_ids`` (a page of a job list) the database numbers the queue and returns those rows
+    only (``_ranked_positions``), instead of every queued id coming back to be counted here.
     """
+    if job_ids is not None:
+        return _ranked_positions(job_ids)
+    return _walked_positions(None)
+
+
+def _ranked_positions(job_ids: list[int]) -> dict[int, int]:
+    """queue_positions' answer for ``job_ids`` in one statement: ROW_NUMBER() over the QUEUED jobs in
+    _walked_positions' order, kept for the asked ids. ``queue_position IS NULL`` first in the key
+    puts unplaced jobs last on every database (the ORM's nulls_last); ``submitted_at`` with no
+    modifier sorts its nulls where the ORM's order_by does on this database."""
+    wanted = sorted({int(pk) for pk in job_ids})
+    if not wanted:
+        return {}
+    job = connection.ops.quote_name(Job._meta.db_table)
+    marks = ", ".join(["%s"] * len(wanted))
+    sql = (
+        "SELECT id, pos FROM (SELECT id, ROW_NUMBER() OVER (ORDER BY queue_position IS NULL, "
+        f"queue_position, submitted_at, id) AS pos FROM {job} WHERE status = %s) ranked "
+        f"WHERE id IN ({marks})"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [JobStatus.QUEUED.value, *wanted])
+        return {int(pk): int(pos) for pk, pos in cursor.fetchall()}
+
+
+def _walked_positions(job_ids: list[int] | None) -> dict[int, int]:
+    """Every QUEUED id in order through the ORM, counted here (the whole queue, or until ``job_ids``
+    are all found)."""
     ordered = (
         Job.objects.filter(status=JobStatus.QUEUED.value)
         .order_by(F("queue_position").asc(nulls_last=True), "submitted_at", "id")

@@ -71,3 +71,25 @@ def test_the_queue_position_equals_the_place_in_the_walked_queue(
     }
     Job.objects.filter(pk=ids[0]).update(status=JobStatus.ADMITTED.value)
     assert selectors.queue_position(ids[0]) is None
+
+
+@pytest.mark.parametrize(
+    "positions",
+    [[None] * 7, [3, 1, 2, None, None, 1, None], [5, 4, 3, 2, 1, 6, 7]],
+    ids=["unplaced", "mixed", "placed"],
+)
+def test_a_pages_queue_positions_numbered_by_the_database_equal_the_walked_queue(
+    submit_job: Any, member: Any, positions: list[int | None]
+) -> None:
+    job = submit_job(member)
+    ids = _queued(job, 7, positions, priority=[0, 100, -100, 0, 500, 0, 0])
+    Job.objects.filter(pk=ids[6]).update(submitted_at=None)  # sorts where this database puts nulls
+    Job.objects.filter(pk=ids[5]).update(status=JobStatus.RUNNING.value)  # not in the queue
+    walked = selectors.queue_positions()
+    page = [ids[6], ids[5], ids[3], ids[0], job.pk]
+
+    answer = selectors.queue_positions(page)
+
+    assert answer == {pk: walked[pk] for pk in page if pk in walked}
+    assert ids[5] not in answer
+    assert selectors.queue_positions([]) == {}
