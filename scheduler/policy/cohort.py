@@ -16,11 +16,14 @@ Kueue's model, on the platform's units (milli-GPU, 1000 = one GPU):
 - **Order** (``gate``): nominal jobs first, in the policy's order; then borrowers, one at a time, the
   job of the team with the lowest effective share (``scheduler.policy.fair_share``: held GPUs over
   guarantee weight times the decayed-usage factor), so idle GPUs split by weight and history.
-- **Reclaim** (``reclaim``): a nominal job that the idle GPUs cannot hold may evict borrowed work of
-  other teams (a team's work counts as borrowed while the team holds more than its guarantee):
-  lowest priority first, then least attained service (least work lost), then most recently started,
-  node by node: a task takes the fewest victims on one node that make it fit there. Victims are
-  chosen for a job only if they make all of its tasks fit (else none are).
+- **Reclaim** (``reclaim``): a nominal job that the idle GPUs cannot hold may evict work of other
+  teams that hold more than their guarantee, at most what each holds beyond it: lowest priority
+  first, then least attained service (least work lost), then most recently started, node by node: a
+  task takes the fewest victims on one node that make it fit there. The jobs marked borrowed (at
+  their admission) are taken first; the team's other jobs only when the marked ones cannot make room
+  for the job (the mark is kept from admission, so it can sit on jobs that no longer are the
+  team's excess while unmarked ones are). Victims are chosen for a job only if they make all of its
+  tasks fit (else none are).
 
 Pure: dataclasses in, dataclasses out; the platform fills ``TeamQuota`` from its quota rows, the
 policy (``plan_cycle``) calls ``gate`` and ``reclaim``. Every amount is the job's request as asked
@@ -231,7 +234,8 @@ def gate(
 
 @dataclass(frozen=True)
 class Candidate:
-    """A running job that reclaim may evict."""
+    """A running job that reclaim may evict (``borrowed``: marked borrowed at its admission; the
+    others of a team beyond its guarantee are taken only when the marked ones cannot make room)."""
 
     job_id: str
     team: str
@@ -277,9 +281,10 @@ def reclaim(
     ties: the plan whose most valuable victim comes earliest in that order). Counting idle GPUs over
     the whole cluster evicted borrowers on nodes where the task still did not fit. A team's job is a
     victim only while that team holds more than its guarantee, never for its own team's job; a job
-    gets victims only if all of its tasks then fit (else none)."""
+    gets victims only if all of its tasks then fit (else none). The candidates marked ``borrowed``
+    are tried first for the whole job; the others only if those cannot make room."""
     borrowed = {t: q.borrowed_milli for t, q in quotas.items()}
-    order = reclaim_order([c for c in candidates if c.borrowed and c.team in quotas])
+    order = reclaim_order([c for c in candidates if c.team in quotas])
     rank = {c.job_id: i for i, c in enumerate(order)}
     by_id = {c.job_id: c for c in order}
     on_node = [sorted({h for hs in n.held for h in hs if h in rank}, key=rank.__getitem__) for n in nodes]
@@ -291,32 +296,38 @@ def reclaim(
         freed = sum(1 for hs in nodes[n].held if hs and all(h in gone for h in hs))
         return nodes[n].idle + freed - used[n]
 
+    marked = {c.job_id for c in order if c.borrowed}
     for job in waiting:
-        gone, used, owed, victims = set(chosen_set), list(promised), dict(borrowed), []
-        for need, models in _task_needs(job):
-            usable = [n for n in range(len(nodes)) if not models or nodes[n].gpu_model in models]
-            fits = [n for n in usable if room(n, gone, used) >= need]
-            if fits:
-                best = min(fits, key=lambda n: (room(n, gone, used), n))
-                used[best] += need
-                continue
-            plans: list[tuple[tuple[int, tuple[int, ...], int], int, list[str]]] = []
-            for n in usable:
-                plan = _node_plan(need, on_node[n], by_id, job.team, gone, owed, partial(room, n, used=used))
-                if plan is not None:
-                    key = (len(plan), tuple(sorted((rank[v] for v in plan), reverse=True)), n)
-                    plans.append((key, n, plan))
-            if not plans:
+        for allowed in (marked, set(rank)):
+            gone, used, owed, victims = set(chosen_set), list(promised), dict(borrowed), []
+            for need, models in _task_needs(job):
+                usable = [n for n in range(len(nodes)) if not models or nodes[n].gpu_model in models]
+                fits = [n for n in usable if room(n, gone, used) >= need]
+                if fits:
+                    best = min(fits, key=lambda n: (room(n, gone, used), n))
+                    used[best] += need
+                    continue
+                plans: list[tuple[tuple[int, tuple[int, ...], int], int, list[str]]] = []
+                for n in usable:
+                    takeable = [v for v in on_node[n] if v in allowed]
+                    plan = _node_plan(
+                        need, takeable, by_id, job.team, gone, owed, partial(room, n, used=used)
+                    )
+                    if plan is not None:
+                        key = (len(plan), tuple(sorted((rank[v] for v in plan), reverse=True)), n)
+                        plans.append((key, n, plan))
+                if not plans:
+                    break
+                _, n, plan = min(plans)
+                for v in plan:
+                    gone.add(v)
+                    owed[by_id[v].team] = owed.get(by_id[v].team, 0) - by_id[v].milli
+                victims += plan
+                used[n] += need
+            else:
+                chosen += [(v, job.job_id) for v in victims]
+                chosen_set, promised, borrowed = gone, used, owed
                 break
-            _, n, plan = min(plans)
-            for v in plan:
-                gone.add(v)
-                owed[by_id[v].team] = owed.get(by_id[v].team, 0) - by_id[v].milli
-            victims += plan
-            used[n] += need
-        else:
-            chosen += [(v, job.job_id) for v in victims]
-            chosen_set, promised, borrowed = gone, used, owed
     return chosen
 
 

@@ -3,10 +3,20 @@ that the idle GPUs cannot hold, under rule ``reclaim``.
 
 It runs every cycle, not only at rounds: a team under its guarantee gets it back within one cycle
 plus the victims' grace period (the platform holds the preemptor out of the queue while the victims
-stop, so later cycles choose no more victims for it). The choice is
-``scheduler.policy.cohort.reclaim``: victims of other teams still beyond their guarantee, lowest
-priority, then least attained service, then newest first, node by node (the fewest on one node that
-make a task fit there), and only if they make room for the whole job. The
+stop, so later cycles choose no more victims for it).
+
+The candidates are all the running jobs of the teams that hold more than their guarantee now; those
+marked borrowed when they were placed are taken first, the others only when the marked ones cannot
+make room for the job. Only the marked ones were candidates before, but the mark is kept from
+admission: a team whose early jobs (placed within its guarantee) outlive later ones keeps "nominal"
+jobs while it is far beyond its guarantee, and a few of them on every node left no node that reclaim
+could free for a whole-node task (Philly from job 10,000: a team owed 33 GPUs waited 1,060 s for an
+8-GPU task while its lender held 169 GPUs beyond its guarantee, with a "nominal" 1-GPU job on 30 of
+the 32 nodes). What is taken from a team stays capped by what it holds beyond its guarantee.
+
+The choice is ``scheduler.policy.cohort.reclaim``: victims of other teams still beyond their
+guarantee, lowest priority, then least attained service, then newest first, node by node (the fewest
+on one node that make a task fit there), and only if they make room for the whole job. The
 preemption guards hold (``preemptible``, ``min_runtime_s``); each eviction names its preemptor and
 says "reclaimed by team Y (under its guarantee)".
 """
@@ -48,6 +58,8 @@ def run_reclaim(
     nominal = [r for r in queue if r.team in quotas and r.job_id not in gated.borrowing]
     if not nominal:
         return []
+    # Teams beyond their guarantee now: any of their jobs may be taken (module docstring).
+    beyond = {t for t, q in quotas.items() if q.used_milli > q.guaranteed_milli}
     candidates = [
         Candidate(
             job_id=job.job_id,
@@ -59,7 +71,8 @@ def run_reclaim(
             borrowed=job.borrowed,
         )
         for job in running.values()
-        if job.borrowed and may_evict(job.request.preemptible, job.started_at, job.request.min_runtime_s, now)
+        if job.request.team in beyond
+        and may_evict(job.request.preemptible, job.started_at, job.request.min_runtime_s, now)
     ]
     if not candidates:
         return []

@@ -149,6 +149,48 @@ def test_reclaim_takes_nothing_from_a_team_within_its_guarantee() -> None:
     assert "fewer than 1 free whole GPU" in decision.unschedulable["b9"]  # full, not protected
 
 
+def test_reclaim_may_take_any_job_of_a_team_beyond_its_guarantee_not_only_those_marked_borrowed() -> None:
+    quotas = {
+        "a": TeamQuota(team="a", guaranteed_milli=6000, max_milli=8000),
+        "b": TeamQuota(team="b", guaranteed_milli=2000, max_milli=8000),
+    }
+    # b holds all 8 GPUs, 6 beyond its guarantee. Its two oldest jobs were placed within its
+    # guarantee (marked nominal) and sit one on each node, so no node holds only marked jobs.
+    running = [
+        (Job(f"b{i}", on=on("n1" if i % 2 == 0 else "n2", i // 2), attained_h=float(8 - i), started=float(i)),
+         "b", i >= 2)
+        for i in range(8)
+    ]  # fmt: skip
+    queue = [(Job("a0", gpus=4, submitted=100.0), "a")]  # one 4-GPU task: a whole node
+
+    decision = plan(teams_view(running, queue, quotas))
+
+    # The node of b's least attained jobs is emptied (b keeps 4 >= its guarantee of 2).
+    victims = sorted(e.job_id for e in decision.evictions)
+    assert victims == ["b1", "b3", "b5", "b7"]
+    assert {e.rule for e in decision.evictions} == {"reclaim"}
+    assert placed(decision) == ["a0"]
+    assert {p.node for p in decision.placements_for("a0")} == {"n2"}
+
+
+def test_reclaim_takes_the_jobs_marked_borrowed_before_the_teams_others() -> None:
+    quotas = {
+        "a": TeamQuota(team="a", guaranteed_milli=4000, max_milli=8000),
+        "b": TeamQuota(team="b", guaranteed_milli=4000, max_milli=8000),
+    }
+    # b holds 6: b0..b3 within its guarantee (unmarked, least attained), b4 and b5 marked borrowed.
+    running = [(Job(f"b{i}", on=on("n1", i), attained_h=float(i)), "b", False) for i in range(4)]
+    running += [(Job(f"b{i}", on=on("n2", i - 4), attained_h=10.0 + i), "b", True) for i in (4, 5)]
+    running += [(Job("a0", on=on("n2", 2)), "a", False), (Job("a1", on=on("n2", 3)), "a", False)]
+    queue = [(Job("a9", submitted=50.0), "a")]
+
+    decision = plan(teams_view(running, queue, quotas))
+
+    # b0 attained least, but b4 is marked borrowed and makes room on its own.
+    assert [(e.job_id, e.rule) for e in decision.evictions] == [("b4", "reclaim")]
+    assert placed(decision) == ["a9"]
+
+
 def test_a_lending_limit_keeps_part_of_the_idle_guarantee_for_its_team() -> None:
     quotas = {
         "a": TeamQuota(team="a", guaranteed_milli=4000, max_milli=8000, lending_limit_milli=1000),
