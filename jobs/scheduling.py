@@ -96,6 +96,7 @@ class JobRows:
     def __init__(self, *statuses: str) -> None:
         self.statuses = [str(s) for s in statuses]
         self._rows: dict[int, tuple[str, Job]] = {}
+        self._parts: dict[int, tuple[Job, RequestParts]] = {}
 
     def load(self) -> list[Job]:
         """The jobs in ``statuses`` now, in the model's order (newest first)."""
@@ -111,16 +112,34 @@ class JobRows:
         rows = {pk: (versions[pk], loaded[pk]) for pk in stale if pk in loaded}
         rows.update((pk, self._rows[pk]) for pk in versions if pk not in rows and pk in self._rows)
         self._rows = {pk: row for pk, row in rows.items() if pk in versions}
+        self._parts = {pk: p for pk, p in self._parts.items() if self._kept(pk, p[0])}
         jobs = [job for _version, job in self._rows.values()]
         jobs.sort(key=lambda j: (j.created_at, j.pk), reverse=True)  # Job.Meta.ordering
         return jobs
 
+    def _kept(self, pk: int, job: Job) -> bool:
+        row = self._rows.get(pk)
+        return row is not None and row[1] is job
+
+    def parts(self, job: Job) -> RequestParts:
+        """``RequestParts.of(job)``, kept with the row while it is: the same object is the same row
+        version (a new version is a new object; ``forget`` drops one the cycle may change)."""
+        known = self._parts.get(job.pk)
+        if known is not None and known[0] is job:
+            return known[1]
+        parts = RequestParts.of(job)
+        if self._kept(job.pk, job):
+            self._parts[job.pk] = (job, parts)
+        return parts
+
     def forget(self, pk: int) -> None:
         """Drop a row whose object the cycle handed on (an admission may change it in memory)."""
         self._rows.pop(pk, None)
+        self._parts.pop(pk, None)
 
     def clear(self) -> None:
         self._rows.clear()
+        self._parts.clear()
 
 
 def _row_versions(statuses: list[str]) -> dict[int, str] | None:
@@ -180,46 +199,69 @@ def _expected_duration(job: Job) -> float | None:
     return float(job.sim_duration_seconds) if job.sim_duration_seconds else None
 
 
+@dataclass(frozen=True)
+class RequestParts:
+    """What ``job_request`` reads of a job's row (and its team's, user's and image's): kept with the
+    row by ``JobRows``, so an unchanged waiting job costs no model attribute reads per cycle."""
+
+    tasks: tuple[dict[str, Any], ...]  # TaskRequest keyword arguments, one per replica
+    fields: dict[str, Any]  # JobRequest keyword arguments but tasks, profile and attained_gpu_s
+    hints: dict[str, str]
+    attained_gpu_s: float  # Job.attained_gpu_seconds
+
+    @classmethod
+    def of(cls, job: Job) -> RequestParts:
+        pk, image = job.pk, job.image
+        shared = not job.gpus and bool(job.gpu_milli)
+        task = {
+            "cpu_milli": job.cpu_milli,
+            "memory_mib": job.memory_mib,
+            "gpus": job.gpus,
+            "gpu_milli": job.gpu_milli if shared else 0,
+            "gpu_memory_mib": job.gpu_memory_mib,
+            "gpu_models": tuple(job.gpu_models or ()),
+        }
+        hints = {str(k): str(v) for k, v in (job.env or {}).items() if str(k).startswith("SCHED_")}
+        if image.min_driver:
+            hints["min_driver"] = image.min_driver
+        fields = {
+            "job_id": str(pk),
+            "priority": job.priority,
+            "submitted_at": (job.submitted_at or job.created_at).timestamp(),
+            "team": job.team.slug,
+            "user": job.user.username,
+            "slowdown_tolerance": job.slowdown_tolerance,
+            "preemptible": job.preemptible,
+            "min_runtime_s": float(job.min_runtime_seconds),
+            "allow_sharing": job.allow_sharing,
+            "group": image.name,
+            "expected_duration_s": _expected_duration(job),
+        }
+        tasks = tuple({"task_id": task_name(pk, i), **task} for i in range(job.replicas))
+        return cls(tasks=tasks, fields=fields, hints=hints, attained_gpu_s=job.attained_gpu_seconds)
+
+
 def job_request(
-    job: Job, profile: dict[str, float | str] | None = None, *, attained_gpu_s: float | None = None
+    job: Job,
+    profile: dict[str, float | str] | None = None,
+    *,
+    attained_gpu_s: float | None = None,
+    parts: RequestParts | None = None,
 ) -> JobRequest:
     """The scheduler's view of a job: one TaskRequest per replica, a gang.
 
     ``profile``: the job's measured solo profile (``jobs.profiling_services``), {} when unknown.
     ``attained_gpu_s``: its attained service over finished runs (default: ``Job.attained_gpu_seconds``).
+    ``parts``: ``RequestParts.of(job)`` when the caller keeps it (``JobRows.parts``). Every call
+    returns new objects: the policy may change what it is given.
     """
-    shared = not job.gpus and bool(job.gpu_milli)
-    tasks = [
-        TaskRequest(
-            task_id=task_name(job.pk, i),
-            cpu_milli=job.cpu_milli,
-            memory_mib=job.memory_mib,
-            gpus=job.gpus,
-            gpu_milli=job.gpu_milli if shared else 0,
-            gpu_memory_mib=job.gpu_memory_mib,
-            gpu_models=tuple(job.gpu_models or ()),
-        )
-        for i in range(job.replicas)
-    ]
-    hints = {str(k): str(v) for k, v in (job.env or {}).items() if str(k).startswith("SCHED_")}
-    if job.image.min_driver:
-        hints["min_driver"] = job.image.min_driver
+    parts = RequestParts.of(job) if parts is None else parts
     return JobRequest(
-        job_id=str(job.pk),
-        tasks=tasks,
-        priority=job.priority,
-        submitted_at=(job.submitted_at or job.created_at).timestamp(),
-        team=job.team.slug,
-        user=job.user.username,
-        slowdown_tolerance=job.slowdown_tolerance,
+        tasks=[TaskRequest(**task) for task in parts.tasks],
         profile=dict(profile or {}),
-        hints=hints,
-        attained_gpu_s=job.attained_gpu_seconds if attained_gpu_s is None else attained_gpu_s,
-        preemptible=job.preemptible,
-        min_runtime_s=float(job.min_runtime_seconds),
-        allow_sharing=job.allow_sharing,
-        group=job.image.name,
-        expected_duration_s=_expected_duration(job),
+        hints=dict(parts.hints),
+        attained_gpu_s=parts.attained_gpu_s if attained_gpu_s is None else attained_gpu_s,
+        **parts.fields,
     )
 
 
@@ -294,7 +336,7 @@ def _running_jobs(
         placements = by_job.get(str(job.pk)) or [task_placement(job, t) for t in stored[job.pk]]
         running.append(
             RunningJob(
-                request=job_request(job, attained_gpu_s=attained.get(job.pk, 0.0)),
+                request=job_request(job, attained_gpu_s=attained.get(job.pk, 0.0), parts=_RUNNING.parts(job)),
                 placements=placements,
                 started_at=started,
                 borrowed=job.pk in borrowed,
@@ -380,7 +422,10 @@ def build_view(backend: ClusterBackend, *, now: float | None = None, rounds: boo
                 solo[j.pk] = found
     view = PolicyView(
         snapshot=snapshot,
-        queue=[job_request(j, solo.get(j.pk), attained_gpu_s=attained.get(j.pk, 0.0)) for j in offered],
+        queue=[
+            job_request(j, solo.get(j.pk), attained_gpu_s=attained.get(j.pk, 0.0), parts=_QUEUED.parts(j))
+            for j in offered
+        ],
         running=_running_jobs(snapshot, now, backend, running_rows),
         now=now,
         rounds=_is_round(now) if rounds is None else rounds,

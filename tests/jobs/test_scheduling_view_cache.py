@@ -131,3 +131,19 @@ def test_a_view_from_kept_rows_equals_one_loaded_afresh(sim, researcher, image) 
     assert [(r.request, r.placements, r.started_at) for r in kept.running] == [
         (r.request, r.placements, r.started_at) for r in fresh.running
     ]
+
+
+@needs_row_versions
+def test_a_kept_row_gives_each_cycle_requests_of_its_own(sim, researcher, image) -> None:
+    # The request's parts are kept with the row; what one cycle's policy does to its request
+    # (its tasks, hints or profile) must not reach the next cycle's.
+    _fill(sim, researcher, image)
+    job = submit(researcher, image, gpus=1)
+    first = _requests(sim)[str(job.pk)]
+    first.tasks[0].gpus = 8  # type: ignore[attr-defined]
+    first.hints["solo_first"] = "1"  # type: ignore[attr-defined]
+    first.tasks.append(first.tasks[0])  # type: ignore[attr-defined]
+    second = _requests(sim)[str(job.pk)]
+    assert second is not first
+    assert [t.gpus for t in second.tasks] == [1]  # type: ignore[attr-defined]
+    assert "solo_first" not in second.hints  # type: ignore[attr-defined]
