@@ -333,6 +333,8 @@ class Command(BaseCommand):
         parsed = urlparse(url)
         host, port = parsed.hostname or "127.0.0.1", parsed.port or 80
         warmup, duration = float(options["warmup"]), float(options["duration"])
+        # The box's load before our clients start: what other work already took of its cores.
+        loadavg_at_start = round(os.getloadavg()[0], 2)
         begin = time.monotonic()
         measure_from = begin + warmup
         stop_at = measure_from + duration
@@ -376,6 +378,7 @@ class Command(BaseCommand):
             "machine": {
                 "cpus": os.cpu_count(),
                 "python": host_platform.python_version(),
+                "loadavg_1m_at_start": loadavg_at_start,
                 "loadavg_1m_at_end": round(os.getloadavg()[0], 2),
             },
             "config": {
@@ -386,6 +389,9 @@ class Command(BaseCommand):
                 "mix_percent": dict(MIX),
                 "web": "gunicorn (runplatform default)",
                 "database": "PostgreSQL" if options["database_url"] else "SQLite, WAL",
+                # Connections per web process kept in a pool (config.env.database_from_url); 0 = a new
+                # one per request. The platform started here reads the same environment variable.
+                "database_pool_max_size": settings.DATABASE_POOL_MAX_SIZE if options["database_url"] else 0,
                 "broker": "Redis" if options["redis_url"] else "file broker",
                 "backend": "simulated",
             },
