@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.bench.team_sim import TeamSimulator
-from scheduler.policy.eta import RuntimeHistory, estimate_starts, order_statistic_ends
+from scheduler.policy.eta import END_GRID, RuntimeHistory, estimate_starts, order_statistic_ends
 
 TENTHS = 10
 MAX_STEPS = 100  # the platform's bound (jobs.queue_eta.MAX_STEPS)
@@ -102,7 +102,7 @@ class EtaRecorder:
             left, sources[job_id] = self.history.remaining(s.team, s.trace.num_gpus, elapsed)
             remaining[job_id] = None if left is None else left + late
         if joint:
-            remaining.update(order_statistic_ends(joint))
+            remaining.update(order_statistic_ends(joint, resolution=END_GRID))
         return remaining
 
 

@@ -39,6 +39,9 @@ CONFIDENCE = {2: "high", 1: "medium", 0: "low"}
 MIN_RUNS = 5
 # Quantiles of the Pareto tail a job that outlived every run of its pools is given (RuntimeHistory.remainders).
 TAIL_POINTS = 20
+# Ratio of the geometric grid order_statistic_ends dates ends on (its docstring): within 5 % of an
+# end's time left, against the 25 % goal.
+END_GRID = 0.1
 
 
 @dataclass(frozen=True)
@@ -242,7 +245,9 @@ class RuntimeHistory:
         return None, "guess"
 
 
-def order_statistic_ends(remainders: Mapping[str, Sequence[float] | None]) -> dict[str, float | None]:
+def order_statistic_ends(
+    remainders: Mapping[str, Sequence[float] | None], *, resolution: float = 0.0
+) -> dict[str, float | None]:
     """Expected times left of running jobs, dated together so that the k-th end falls at the median
     of the k-th of their ends, not at the k-th smallest of their own medians.
 
@@ -254,7 +259,14 @@ def order_statistic_ends(remainders: Mapping[str, Sequence[float] | None]) -> di
     job's P(ended by t)``, is the mean of a sum of independent Bernoullis, whose median is within one
     of it; the k-th end is dated at the first ``t`` with ``N(t) >= k - 1/2`` (for one job: its
     median, the conditional estimator's answer), and given to the job not yet dated that is most
-    likely to have ended by then (the more specific, earlier-listed one on a tie)."""
+    likely to have ended by then (the earlier-listed one on a tie).
+
+    ``resolution``: the dated times left are rounded to a geometric grid of that ratio (``END_GRID``
+    for the callers). Per-job medians often coincide (jobs started in the same cycle share a pool
+    and an elapsed time), while dated order statistics are all apart; ``estimate_starts`` plans one
+    cycle per distinct end, so on Philly's 256 GPUs its 100-step bound was spent on ends seconds
+    apart and 42 % of the benchmark's points had no estimate. A grid of ratio 1.1 moves an end by
+    at most 5 % of its time left."""
     out: dict[str, float | None] = {}
     dists: list[tuple[str, Sequence[float]]] = []
     for job_id, found in remainders.items():
@@ -276,9 +288,17 @@ def order_statistic_ends(remainders: Mapping[str, Sequence[float] | None]) -> di
                 key=lambda j: (counts[j] / len(dists[j][1]), -j),
             )
             dated[chosen] = True
-            out[dists[chosen][0]] = r
+            out[dists[chosen][0]] = _on_grid(r, resolution)
             k += 1
     return out
+
+
+def _on_grid(seconds: float, resolution: float) -> float:
+    """``seconds`` rounded to the nearest point of the geometric grid ``(1 + resolution)^k`` (0 or
+    under a second: unchanged)."""
+    if resolution <= 0 or seconds <= 1.0:
+        return seconds
+    return (1.0 + resolution) ** round(math.log(seconds) / math.log1p(resolution))
 
 
 def _median(values: list[float]) -> float:

@@ -121,3 +121,9 @@ def test_the_first_end_goes_to_the_job_most_likely_to_have_ended_and_unknown_one
     # the second end needs 1.5 expected ends, reached at 2,000 s, the long job's own median.
     found = order_statistic_ends({"long": [1000.0, 2000.0, 3000.0], "short": [10.0, 20.0, 30.0], "x": None})
     assert found == {"short": 20.0, "long": 2000.0, "x": None}
+
+
+def test_dated_ends_are_rounded_to_a_geometric_grid_within_half_its_step() -> None:
+    # The grid of ratio 1.1 near 1,000 s: 1.1^72 = 955.6 and 1.1^73 = 1,051.2; 1,000 is nearer the first.
+    found = order_statistic_ends({"j": [1000.0], "k": [0.5]}, resolution=0.1)
+    assert found["j"] == pytest.approx(1.1**72) and found["k"] == 0.5  # under a second: unchanged
