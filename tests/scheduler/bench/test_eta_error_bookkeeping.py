@@ -127,3 +127,4 @@ def test_dated_ends_are_rounded_to_a_geometric_grid_within_half_its_step() -> No
     # The grid of ratio 1.1 near 1,000 s: 1.1^72 = 955.6 and 1.1^73 = 1,051.2; 1,000 is nearer the first.
     found = order_statistic_ends({"j": [1000.0], "k": [0.5]}, resolution=0.1)
     assert found["j"] == pytest.approx(1.1**72) and found["k"] == 0.5  # under a second: unchanged
+    assert order_statistic_ends({"j": [1000.0]}, resolution=0.1, exact={"j"}) == {"j": 1000.0}
