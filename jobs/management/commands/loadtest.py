@@ -234,6 +234,13 @@ class Command(BaseCommand):
                 result["database_locked_in_logs"] = sum(
                     path.read_text(errors="replace").count("database is locked") for path in var.glob("*.log")
                 )
+            if platform_process is not None and platform_process.poll() is not None and var is not None:
+                # The platform stopped during the load (runplatform stops everything when one child
+                # dies): keep why, since its var/ is removed below.
+                result["platform_exited"] = platform_process.returncode
+                log = (var / "platform.log").read_text(errors="replace")
+                result["platform_log_tail"] = log[-8000:]
+                self.stderr.write(f"the platform exited with {platform_process.returncode} during the load")
         finally:
             if platform_process is not None:
                 self._stop(platform_process)
