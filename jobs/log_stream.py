@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.conf import settings
-from django.db import OperationalError
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from rest_framework import serializers
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 
@@ -168,6 +169,19 @@ def slice_logs(tasks: list[dict[str, Any]], since: dict[int, int]) -> list[dict[
     return sliced
 
 
+def release_pooled_connection(wrapper: BaseDatabaseWrapper | None = None) -> None:
+    """Hand ``wrapper``'s connection back to its pool while a follower waits for the next poll.
+
+    A follow lasts up to ``LOGS_FOLLOW_MAX_SECONDS``; holding a pooled connection all that time would
+    let a few followers drain a web process's pool (``DATABASE_POOL_MAX_SIZE``) and make every other
+    request wait for one. Without a pool nothing is done: closing would open a new server backend at
+    every poll. Inside a transaction (a test's) the connection is kept: closing it would end it.
+    """
+    wrapper = wrapper or connections[DEFAULT_DB_ALIAS]
+    if wrapper.settings_dict.get("OPTIONS", {}).get("pool") and not wrapper.in_atomic_block:
+        wrapper.close()
+
+
 def follow_events(
     *,
     job: Job,
@@ -177,6 +191,7 @@ def follow_events(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     status_of: Callable[[Job], tuple[str, str]] | None = None,
+    release: Callable[[], None] = release_pooled_connection,
 ) -> Iterator[str]:
     """The SSE stream of ``job``'s output; ``read_logs(job, task_index)`` is the selector's read."""
     poll = max(0.05, _setting("LOGS_FOLLOW_POLL_SECONDS", 1.0))
@@ -230,6 +245,7 @@ def follow_events(
         if clock() - last_sent >= keepalive:
             yield ": keep-alive\n\n"
             last_sent = clock()
+        release()
         sleep(poll)
 
 

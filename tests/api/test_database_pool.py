@@ -55,7 +55,9 @@ def _backend_pid_in_a_thread_of_its_own(settings_dict: dict, alias: str) -> int:
 @pytest.mark.django_db  # lets pytest-django allow these extra connections
 def test_requests_in_threads_of_their_own_reuse_one_server_backend_through_the_pool() -> None:
     base = {**connection.settings_dict, "CONN_MAX_AGE": 0}
-    pooled = {**base, "OPTIONS": {"pool": {"min_size": 1, "max_size": 2, "timeout": 10.0}}}
+    # One connection at most: a second one, opened by the pool's own filler thread while the first
+    # request runs, would make which backend a request gets a matter of timing.
+    pooled = {**base, "OPTIONS": {"pool": {"min_size": 1, "max_size": 1, "timeout": 10.0}}}
     unpooled = {**base, "OPTIONS": {}}
     try:
         with_pool = [_backend_pid_in_a_thread_of_its_own(pooled, "pool-check") for _ in range(3)]
@@ -108,3 +110,66 @@ def test_cache_objects_made_per_request_open_no_new_redis_connections() -> None:
 
     assert _connections_received(warm._cache.get_client(write=True)) - before <= 1
     warm.delete("hapi-pool-check")
+
+
+def _release_in_a_thread(settings_dict: dict, alias: str) -> tuple[bool, int | None]:
+    """A follower's poll as ASGI runs it: a query, then the release before the wait. (whether the
+    wrapper still holds a connection, the pool's idle connections afterwards)."""
+    from jobs.log_stream import release_pooled_connection
+
+    found: list[tuple[bool, int | None]] = []
+
+    def poll() -> None:
+        wrapper = DatabaseWrapper(settings_dict, alias=alias)
+        try:
+            with wrapper.cursor() as cursor:
+                cursor.execute("SELECT 1")
+            release_pooled_connection(wrapper)
+            idle = wrapper.pool.get_stats()["pool_available"] if wrapper.pool else None
+            found.append((wrapper.connection is not None, idle))
+        finally:
+            wrapper.close()
+
+    thread = threading.Thread(target=poll)
+    thread.start()
+    thread.join()
+    return found[0]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the pool is PostgreSQL's")
+@pytest.mark.django_db
+def test_a_log_follower_hands_its_pooled_connection_back_while_it_waits_and_keeps_an_unpooled_one() -> None:
+    base = {**connection.settings_dict, "CONN_MAX_AGE": 0}
+    pooled = {**base, "OPTIONS": {"pool": {"min_size": 0, "max_size": 1, "timeout": 10.0}}}
+    try:
+        held_pooled, idle = _release_in_a_thread(pooled, "follow-pool-check")
+    finally:
+        DatabaseWrapper(pooled, alias="follow-pool-check").close_pool()
+    held_unpooled, _ = _release_in_a_thread({**base, "OPTIONS": {}}, "follow-no-pool-check")
+
+    assert (held_pooled, idle) == (False, 1)  # back in the pool: another request may take it
+    assert held_unpooled  # closing it would fork a new server backend at every poll
+
+
+def test_a_log_follow_releases_the_connection_before_every_wait() -> None:
+    from jobs import log_stream
+
+    class FakeJob:
+        pk = 0
+
+    calls: list[str] = []
+    statuses = iter(["RUNNING", "RUNNING", "SUCCEEDED"])
+    body = "".join(
+        log_stream.follow_events(
+            job=FakeJob(),  # type: ignore[arg-type]
+            task_index=None,
+            since={},
+            read_logs=lambda _job, _index: [{"task": "t", "index": 0, "log": "hello\n"}],
+            sleep=lambda s: calls.append("sleep"),
+            release=lambda: calls.append("release"),
+            status_of=lambda job: (next(statuses), ""),
+        )
+    )
+
+    assert "event: end" in body
+    assert calls == ["release", "sleep", "release", "sleep"]
