@@ -31,7 +31,9 @@ from scheduler.policy.eta import END_GRID, RuntimeHistory, estimate_starts, orde
 TENTHS = 10
 MAX_STEPS = 100  # the platform's bound (jobs.queue_eta.MAX_STEPS)
 # Result-file name -> how running jobs' remaining times are estimated (module docstring); the first
-# is the platform's (jobs.queue_eta), the report's headline.
+# is the report's headline, the proposed estimator. The platform (jobs.queue_eta) uses
+# conditional_remaining: order statistics was not better on held-out Philly --start 10000
+# (docs/benchmarks.md section 13).
 ESTIMATORS = {
     "order_statistics": "order_statistics",
     "conditional_remaining": "conditional",

@@ -6,7 +6,7 @@ waiting jobs' ETAs come from ``scheduler.policy.eta.estimate_starts`` (the platf
 made when a job enters the queue and at least every ``--every-s``. The JSON reports the median and
 p90 of ``|ETA - actual start| / actual wait`` at every tenth of each job's wait, for each
 remaining-time estimator (``--estimators``: the running jobs' ends dated together as order
-statistics, the platform's; each job's own conditional median; the plain median run time;
+statistics, the headline; each job's own conditional median, the platform's; the plain median;
 ``scheduler.bench.eta_accuracy``). Example::
 
     python -m scheduler eta-accuracy --trace ../shared/data/traces/philly/philly_jobs_2017-09-04_to_2017-11-30.csv \\
@@ -45,7 +45,7 @@ def register(subparsers: Any) -> None:
         choices=list(ESTIMATORS),
         default=list(ESTIMATORS),
         help="remaining-time estimators to compare, one replay each (default all; the first listed of "
-        f"ESTIMATORS, {HEADLINE}, is the platform's)",
+        f"ESTIMATORS, {HEADLINE}, is the headline)",
     )
     parser.set_defaults(func=run)
 

@@ -1,5 +1,5 @@
 """``python -m scheduler eta-accuracy`` on a tiny trace: one replay per remaining-time estimator, the
-platform's (order statistics) the headline, and ``--estimators`` to run a subset."""
+proposed one (order statistics) the headline, and ``--estimators`` to run a subset."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def run(tmp_path: Path, *extra: str) -> dict[str, Any]:
     return json.loads(out.read_text())
 
 
-def test_every_estimator_is_replayed_and_the_platforms_is_the_headline(tmp_path: Path) -> None:
+def test_every_estimator_is_replayed_and_the_proposed_one_is_the_headline(tmp_path: Path) -> None:
     report = run(tmp_path)
     assert list(report["estimators"]) == list(ESTIMATORS)
     assert report["headline"] == HEADLINE == "order_statistics"
