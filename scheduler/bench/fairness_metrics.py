@@ -13,10 +13,19 @@ and the reclaim time.
   the first moment a team is owed to the first moment it is not (it got its guarantee, or what it
   asks for within it). Episodes still open when the replay ends are counted apart (``open``), and
   are not in the percentiles.
+- **Request reclaim time**: the same question asked per job. A job asks *within its team's
+  guarantee* when, just before it arrives, its team holds less than its guarantee and the job fits
+  in the rest; its time is from its submit to its first start, or to the first moment its team no
+  longer has room for it within the guarantee, if sooner (the team's own other work took the rest:
+  it has its guarantee, and the job waits behind its own team). An episode is the team's: a team
+  whose jobs arrive faster than the grace period stays owed from the first to the last, though each
+  is served at once, so the episode grows with the stream and says nothing of how long any one
+  request waited. This one does.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -105,6 +114,36 @@ def reclaim_episodes(samples: Sequence[TeamSample], guarantees_milli: Mapping[st
     end = samples[-1].t if samples else 0.0
     out += [Episode(team, start, end, False) for team, start in since.items()]
     return sorted(out, key=lambda e: (e.start, e.team))
+
+
+def request_reclaim_times(
+    samples: Sequence[TeamSample],
+    guarantees_milli: Mapping[str, int],
+    jobs: Iterable[tuple[str, int, float, float]],
+) -> list[float]:
+    """Per job ((team, milli-GPU, submit, first start)) that asked within its team's guarantee
+    (module docstring; judged on the last sample before its submit, none: the team held nothing):
+    seconds from its submit until it started or its team no longer had room for it within the
+    guarantee (its own other work took the rest: the team has its guarantee), whichever came first.
+    Jobs that never started are left out."""
+    times = np.array([s.t for s in samples], dtype=float)
+    held_of: dict[str, np.ndarray] = {}
+    out: list[float] = []
+    for team, milli, submit, first_start in jobs:
+        if math.isnan(first_start):
+            continue
+        if team not in held_of:
+            held_of[team] = np.array([s.held.get(team, 0) for s in samples], dtype=np.int64)
+        held = held_of[team]
+        guarantee = guarantees_milli.get(team, 0)
+        i = int(np.searchsorted(times, submit, side="left"))
+        before = int(held[i - 1]) if i > 0 else 0
+        if not (before < guarantee and before + milli <= guarantee):
+            continue
+        after = np.flatnonzero(held[i:] + milli > guarantee)
+        full_at = float(times[i + after[0]]) if after.size else math.inf
+        out.append(min(first_start, max(submit, full_at)) - submit)
+    return out
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

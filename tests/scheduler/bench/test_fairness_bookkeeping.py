@@ -13,6 +13,7 @@ from scheduler.bench.fairness_metrics import (
     jain_index,
     possible_service,
     reclaim_episodes,
+    request_reclaim_times,
     served_fraction,
 )
 from scheduler.bench.team_guarantees import UNASSIGNED, guarantees_by_demand
@@ -67,6 +68,46 @@ def test_a_reclaim_episode_runs_from_the_ask_to_the_guarantee_and_open_ones_are_
         ("b", 300.0, 400.0, False),
     ]
     assert episodes[0].seconds == 30.0
+
+
+def test_a_request_within_the_guarantee_is_timed_alone_while_the_teams_episode_spans_the_stream() -> None:
+    g = {"a": 4000, "b": 4000}
+    # Team a's three 1-GPU jobs arrive 20 s apart, each started 30 s after it asks (the grace): the
+    # team stays owed from the first ask to the last start.
+    samples = [
+        TeamSample(0.0, {"b": 8000}, {}),
+        TeamSample(100.0, {"b": 8000}, {"a": [1000]}),
+        TeamSample(120.0, {"b": 7000}, {"a": [1000, 1000]}),
+        TeamSample(130.0, {"a": 1000, "b": 7000}, {"a": [1000]}),
+        TeamSample(140.0, {"a": 1000, "b": 6000}, {"a": [1000, 1000]}),
+        TeamSample(150.0, {"a": 2000, "b": 6000}, {"a": [1000]}),
+        TeamSample(170.0, {"a": 3000, "b": 5000}, {}),
+    ]
+    jobs = [
+        ("a", 1000, 100.0, 130.0),
+        ("a", 1000, 120.0, 150.0),
+        ("a", 1000, 140.0, 170.0),
+        ("a", 4000, 160.0, 400.0),  # a then holds 2 of 4: 2 + 4 > 4, beyond its guarantee
+        ("b", 1000, 50.0, 60.0),  # b holds 8 of 4: borrowing, not asking within its guarantee
+        ("a", 1000, 180.0, float("nan")),  # never started: not timed
+    ]
+
+    assert [(e.team, e.start, e.end) for e in reclaim_episodes(samples, g)] == [("a", 100.0, 170.0)]
+    assert request_reclaim_times(samples, g, jobs) == [30.0, 30.0, 30.0]
+
+
+def test_a_request_whose_own_team_fills_the_guarantee_first_is_served_when_the_guarantee_is() -> None:
+    g = {"a": 2000}
+    samples = [
+        TeamSample(0.0, {}, {}),
+        TeamSample(10.0, {}, {"a": [2000, 1000]}),
+        TeamSample(40.0, {"a": 2000}, {"a": [1000]}),  # a's 2-GPU job went first: a has its 2
+        TeamSample(900.0, {"a": 1000}, {}),
+    ]
+    # The 1-GPU job asked within the guarantee at 10 s and started at 900 s, behind its own team.
+    jobs = [("a", 2000, 10.0, 40.0), ("a", 1000, 10.0, 900.0)]
+
+    assert request_reclaim_times(samples, g, jobs) == [30.0, 30.0]
 
 
 def test_traces_name_the_team_philly_by_virtual_cluster_and_itp_by_model(tmp_path: Path) -> None:
