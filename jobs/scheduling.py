@@ -59,7 +59,7 @@ from jobs.shared_gpu_notes import agree_on_shared_gpus
 from jobs.solo_first import hold_profiling_gpus, own_share, solo_first_queue
 from jobs.states import JobStatus
 from observability import metrics
-from quotas.models import RunUsage, UsageEntry
+from quotas.models import UsageEntry
 from quotas.selectors import attained_gpu_seconds, cohort_quotas
 from quotas.services import QuotaDenied, las_gpus
 from scheduler.backends.base import ClusterBackend
@@ -265,20 +265,6 @@ def job_request(
     )
 
 
-def _attained(job_ids: list[int]) -> dict[int, float]:
-    """``quotas.selectors.attained_gpu_seconds`` of the cycle's thousands of jobs, the same sums: on
-    PostgreSQL the ids go as one array parameter, where Django prepares an ``__in`` list value by
-    value (about 0.3 s of a cycle at 5,000 waiting and 1,213 running)."""
-    if connection.vendor != "postgresql" or not job_ids:
-        return attained_gpu_seconds(job_ids=job_ids)
-    table = connection.ops.quote_name(RunUsage._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT job_id, SUM(gpu_seconds) FROM {table} WHERE job_id = ANY(%s) GROUP BY job_id", [job_ids]
-        )
-        return {int(job_id): float(total or 0.0) for job_id, total in cursor.fetchall()}
-
-
 def _service_history() -> ServiceHistory:
     """Attained service of the latest completed jobs, per class (image name, GPUs), for the Gittins
     index."""
@@ -319,7 +305,7 @@ def _running_jobs(
     jobs = _RUNNING.load() if jobs is None else jobs
     if not jobs:
         return []
-    attained = _attained([j.pk for j in jobs])
+    attained = attained_gpu_seconds(job_ids=[j.pk for j in jobs])
     by_job: dict[str, list[Placement]] = defaultdict(list)
     for placement in snapshot.running:
         by_job[placement.job_id].append(placement)
@@ -408,7 +394,7 @@ def build_view(backend: ClusterBackend, *, now: float | None = None, rounds: boo
     for j in queued:
         if j.pk in held:
             held_milli[j.team_id] += j.total_gpu_milli
-    attained = _attained([j.pk for j in offered])
+    attained = attained_gpu_seconds(job_ids=[j.pk for j in offered])
     solo = solo_profiles_for_jobs(offered)
     # A backend that knows what a job is (the simulated one: the ground truth's job type in its env)
     # gives its profile, as the node agent would have measured it (manage.py replay relies on it). It

@@ -61,7 +61,7 @@ def queue_positions(job_ids: list[int] | None = None) -> dict[int, int]:
     """
     if job_ids is not None:
         return _ranked_positions(job_ids)
-    return _walked_positions(None)
+    return _walked_positions()
 
 
 def _ranked_positions(job_ids: list[int]) -> dict[int, int]:
@@ -84,22 +84,14 @@ def _ranked_positions(job_ids: list[int]) -> dict[int, int]:
         return {int(pk): int(pos) for pk, pos in cursor.fetchall()}
 
 
-def _walked_positions(job_ids: list[int] | None) -> dict[int, int]:
-    """Every QUEUED id in order through the ORM, counted here (the whole queue, or until ``job_ids``
-    are all found)."""
+def _walked_positions() -> dict[int, int]:
+    """Every QUEUED id in order through the ORM, counted here (the whole queue)."""
     ordered = (
         Job.objects.filter(status=JobStatus.QUEUED.value)
         .order_by(F("queue_position").asc(nulls_last=True), "submitted_at", "id")
         .values_list("id", flat=True)
     )
-    wanted = set(job_ids) if job_ids is not None else None
-    positions: dict[int, int] = {}
-    for position, job_id in enumerate(ordered.iterator(), start=1):
-        if wanted is None or job_id in wanted:
-            positions[job_id] = position
-            if wanted is not None and len(positions) == len(wanted):
-                break
-    return positions
+    return {job_id: position for position, job_id in enumerate(ordered.iterator(), start=1)}
 
 
 def queue_position(job_id: int) -> int | None:

@@ -30,16 +30,12 @@ from scheduler.policy.eta import END_GRID, RuntimeHistory, estimate_starts, orde
 
 TENTHS = 10
 MAX_STEPS = 100  # the platform's bound (jobs.queue_eta.MAX_STEPS)
-# Result-file name -> how running jobs' remaining times are estimated (module docstring); the first
-# is the report's headline, the proposed estimator. The platform (jobs.queue_eta) uses
-# conditional_remaining: order statistics was not better on held-out Philly --start 10000
-# (docs/benchmarks.md section 13).
-ESTIMATORS = {
-    "order_statistics": "order_statistics",
-    "conditional_remaining": "conditional",
-    "median_runtime": "plain",
-}
-HEADLINE = "order_statistics"
+# How running jobs' remaining times are estimated, by their names in the result files (module
+# docstring); the first is the report's headline, the proposed estimator. The platform
+# (jobs.queue_eta) uses conditional_remaining: order statistics was not better on held-out Philly
+# --start 10000 (docs/benchmarks.md section 13).
+ESTIMATORS: tuple[str, ...] = ("order_statistics", "conditional_remaining", "median_runtime")
+HEADLINE = ESTIMATORS[0]
 
 
 @dataclass
@@ -47,7 +43,7 @@ class EtaRecorder:
     """Observer of a ``TeamSimulator``: estimates of the waiting jobs over the run."""
 
     every_s: float = 360.0
-    estimator: str = "order_statistics"  # a value of ESTIMATORS
+    estimator: str = HEADLINE  # one of ESTIMATORS
     max_steps: int = MAX_STEPS
     replay_round: bool = True  # the next round in the estimate (``estimate_starts``'s ``round_s``)
     # job id -> [(time made, estimated start or None)], in time order.
@@ -58,9 +54,9 @@ class EtaRecorder:
     history: RuntimeHistory = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.estimator not in ESTIMATORS.values():
+        if self.estimator not in ESTIMATORS:
             raise ValueError(f"unknown estimator {self.estimator!r}")
-        self.history = RuntimeHistory(conditional=self.estimator != "plain")
+        self.history = RuntimeHistory(conditional=self.estimator != "median_runtime")
 
     def __call__(self, sim: TeamSimulator) -> None:
         for s in sim.done[self._seen_done :]:

@@ -55,11 +55,12 @@ def summarise(
     window_end = max(j.submit for j in jobs)
     possible = possible_service(((team_of(j), j.num_gpus, j.submit, j.duration) for j in jobs), window_end)
     served = served_fraction(result.runs, {t: v for t, v in possible.items() if v > 0}, window_end)
-    episodes = reclaim_episodes(result.samples, {t: g * 1000 for t, g in guarantees.items()})
+    guarantees_milli = {t: g * 1000 for t, g in guarantees.items()}
+    episodes = reclaim_episodes(result.samples, guarantees_milli)
     closed = [e.seconds for e in episodes if e.closed]
     asked = request_reclaim_times(
         result.samples,
-        {t: g * 1000 for t, g in guarantees.items()},
+        guarantees_milli,
         zip(
             result.teams,
             (result.num_gpus * 1000).tolist(),
@@ -158,7 +159,7 @@ def eta_report(
     jobs = load_slice(trace, start, limit)
     results: dict[str, dict[str, Any]] = {}
     for name in names:
-        recorder = EtaRecorder(every_s=every_s, estimator=ESTIMATORS[name])
+        recorder = EtaRecorder(every_s=every_s, estimator=name)
         cpu0 = time.process_time()
         sim = TeamSimulator(jobs, spec, policy, {}, config, observer=recorder)
         sim.guarantees = guarantees_by_demand(jobs, sim.total_gpus)
@@ -177,7 +178,8 @@ def eta_report(
             "refreshes": recorder.refreshes,
             "cpu_s": round(time.process_time() - cpu0, 1),
         }
-    headline = results[HEADLINE if HEADLINE in results else names[0]]["median_rel_error"]
+    headline_name = HEADLINE if HEADLINE in results else names[0]
+    headline = results[headline_name]["median_rel_error"]
     return {
         "trace": str(trace),
         "slice": {"start": start, "limit": limit, "jobs": len(jobs)},
@@ -185,6 +187,6 @@ def eta_report(
         "policy": policy,
         "config": {**asdict(config), "refresh_every_s": every_s, "min_wait_s": min_wait_s},
         "estimators": results,
-        "headline": HEADLINE if HEADLINE in results else names[0],
+        "headline": headline_name,
         "goal": {"median_rel_error_max": 0.25, "met": headline is not None and headline <= 0.25},
     }

@@ -10,6 +10,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 from django.conf import settings
@@ -19,6 +21,8 @@ from django.db.backends.postgresql.base import DatabaseWrapper
 
 from config.env import database_from_url
 from config.redis_pool import SharedConnectionPool
+
+T = TypeVar("T")
 
 
 def test_a_postgres_url_gets_a_pool_of_the_asked_size_and_sqlite_none() -> None:
@@ -32,16 +36,15 @@ def test_a_postgres_url_gets_a_pool_of_the_asked_size_and_sqlite_none() -> None:
     assert "OPTIONS" not in sqlite
 
 
-def _backend_pid_in_a_thread_of_its_own(settings_dict: dict, alias: str) -> int:
-    """One request as ASGI runs it: a fresh thread, its own connection object, closed at the end."""
-    found: list[int] = []
+def _in_a_thread_of_its_own(settings_dict: dict, alias: str, work: Callable[[DatabaseWrapper], T]) -> T:
+    """One request as ASGI runs it: a fresh thread, its own connection object, closed at the end;
+    ``work``'s answer."""
+    found: list[T] = []
 
     def request() -> None:
         wrapper = DatabaseWrapper(settings_dict, alias=alias)
         try:
-            with wrapper.cursor() as cursor:
-                cursor.execute("SELECT pg_backend_pid()")
-                found.append(cursor.fetchone()[0])
+            found.append(work(wrapper))
         finally:
             wrapper.close()
 
@@ -49,6 +52,16 @@ def _backend_pid_in_a_thread_of_its_own(settings_dict: dict, alias: str) -> int:
     thread.start()
     thread.join()
     return found[0]
+
+
+def _backend_pid(wrapper: DatabaseWrapper) -> int:
+    with wrapper.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return int(cursor.fetchone()[0])
+
+
+def _backend_pid_in_a_thread_of_its_own(settings_dict: dict, alias: str) -> int:
+    return _in_a_thread_of_its_own(settings_dict, alias, _backend_pid)
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the pool is PostgreSQL's")
@@ -117,23 +130,14 @@ def _release_in_a_thread(settings_dict: dict, alias: str) -> tuple[bool, int | N
     wrapper still holds a connection, the pool's idle connections afterwards)."""
     from jobs.log_stream import release_pooled_connection
 
-    found: list[tuple[bool, int | None]] = []
+    def poll(wrapper: DatabaseWrapper) -> tuple[bool, int | None]:
+        with wrapper.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        release_pooled_connection(wrapper)
+        idle = wrapper.pool.get_stats()["pool_available"] if wrapper.pool else None
+        return wrapper.connection is not None, idle
 
-    def poll() -> None:
-        wrapper = DatabaseWrapper(settings_dict, alias=alias)
-        try:
-            with wrapper.cursor() as cursor:
-                cursor.execute("SELECT 1")
-            release_pooled_connection(wrapper)
-            idle = wrapper.pool.get_stats()["pool_available"] if wrapper.pool else None
-            found.append((wrapper.connection is not None, idle))
-        finally:
-            wrapper.close()
-
-    thread = threading.Thread(target=poll)
-    thread.start()
-    thread.join()
-    return found[0]
+    return _in_a_thread_of_its_own(settings_dict, alias, poll)
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the pool is PostgreSQL's")
