@@ -75,6 +75,14 @@ class SimOffer(SimState):
                     self.jobs[idx]
                     for idx in itertools.islice(self._queue_alive(ok, dead), self.cfg.scan_limit)
                 )
+            # Other jobs (shared, or with avoidances) cannot retire their shape, whose list mixes
+            # classes, but the fit check, the failure memo and a refused room are functions of the
+            # job's class during a call, and the last two only tighten: the first job of a class
+            # that fails one records it, and the rest of the class repeats that outcome (and its
+            # counters) without asking again. ``room.empty()`` only changes when a job takes room.
+            refused_in_scan: dict[tuple[object, ...], int] = {}
+            taken = 0
+            empty_asked_at = -1
             for job in source:
                 if len(offer) >= self.cfg.window or demand >= budget - EPS:
                     break
@@ -82,28 +90,48 @@ class SimOffer(SimState):
                 # memo, room), and all only tighten during a call: one that fails retires its shape
                 # for the rest of the scan (a long queue is not walked job by job).
                 whole = not job.shared and not job.avoid
-                if job.idx in failed or job.gpu_eq > budget - demand + EPS or not fits(job):
+                if job.idx in failed or job.gpu_eq > budget - demand + EPS:
                     if whole and job.idx not in failed:
                         dead.add(job.shape)
                     continue
-                if self.failed_classes.get(self._class(job)) == self._epoch(job):
+                cls = self._class(job)
+                seen = refused_in_scan.get(cls) if not whole else None
+                if seen is None:
+                    if not fits(job):
+                        if whole:
+                            dead.add(job.shape)
+                        else:
+                            refused_in_scan[cls] = _UNFIT
+                        continue
+                    if self.failed_classes.get(cls) == self._epoch(job):
+                        seen = _FAILED
+                    elif room.take(job):
+                        taken += 1
+                        offer.append(job)
+                        demand += job.gpu_eq
+                        continue
+                    else:
+                        seen = _NO_ROOM
+                    if not whole:
+                        refused_in_scan[cls] = seen
+                if seen == _UNFIT:
+                    continue
+                if seen == _FAILED:
                     # Same class failed since the last release: schedule() would refuse it again.
                     failed.add(job.idx)
                     self.skipped_offers += 1
                     if whole:
                         dead.add(job.shape)
                     continue
-                if not room.take(job):
-                    # What the jobs offered before it take leaves it no room: it waits for the
-                    # next call (not marked failed), which sees where they really went.
-                    self.deferred_offers += 1
+                # What the jobs offered before it take leaves it no room: it waits for the next call
+                # (not marked failed), which sees where they really went.
+                self.deferred_offers += 1
+                if empty_asked_at != taken:
                     if room.empty():
                         break
-                    if whole:
-                        dead.add(job.shape)
-                    continue
-                offer.append(job)
-                demand += job.gpu_eq
+                    empty_asked_at = taken
+                if whole:
+                    dead.add(job.shape)
             if not offer:
                 return
             placed_any = self._offer(offer, now, failed)
@@ -330,6 +358,11 @@ class SimOffer(SimState):
 
     def _idle_gpus(self) -> int:
         return int(np.count_nonzero(self.free_milli == GPU_MILLI))
+
+
+# What the first job of a class met in one call's scan (``SimOffer._cycle``): no fit, the failure
+# memo, or no room left by the jobs offered before it.
+_UNFIT, _FAILED, _NO_ROOM = 1, 2, 3
 
 
 class _SimSnapshot(ClusterSnapshot):
