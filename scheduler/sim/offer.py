@@ -413,6 +413,9 @@ class _FitCheck:
         self._cache: dict[tuple[object, ...], bool] = {}
         self._kinds: dict[SlotKind, int] | None = None
         self._moves = -1
+        # A shared job's answer, per class: every input below is fixed for the check's one call
+        # (the scan asks it for each shape's first job and for every job it walks).
+        self._by_class: dict[tuple[object, ...], bool] = {}
 
     def _idle(self) -> np.ndarray:
         if self._idle_per_node is None:
@@ -428,6 +431,15 @@ class _FitCheck:
         return self._kinds
 
     def __call__(self, job: _Job) -> bool:
+        if not job.shared:
+            return self._fits(job)
+        cls = self.sim._class(job)
+        ok = self._by_class.get(cls)
+        if ok is None:
+            ok = self._by_class[cls] = self._fits(job)
+        return ok
+
+    def _fits(self, job: _Job) -> bool:
         req = job.request
         assert req is not None
         sizes = job.sizes
