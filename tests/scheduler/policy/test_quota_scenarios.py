@@ -134,6 +134,31 @@ def test_reclaim_frees_one_node_for_the_task_rather_than_counting_idle_gpus_clus
     }
 
 
+def test_the_reclaiming_job_gets_the_gpus_its_victims_free_before_earlier_jobs_in_the_queue() -> None:
+    quotas = {
+        "a": TeamQuota(team="a", guaranteed_milli=2000, max_milli=10000),
+        "b": TeamQuota(team="b", guaranteed_milli=4000, max_milli=10000),
+        "c": TeamQuota(team="c", guaranteed_milli=4000, max_milli=10000),
+    }
+    # b fills n1 (6 GPUs), 2 beyond its guarantee; c holds one GPU of each 2-GPU node.
+    running = [(Job(f"b{i}", on=on("n1", i), attained_h=float(10 - i)), "b", i >= 4) for i in range(6)]
+    running += [(Job("c0", on=on("n2", 0)), "c", False), (Job("c1", on=on("n3", 0)), "c", False)]
+    # c9 comes first in the queue and fits on an idle GPU; a0 (2 GPUs) fits on no node.
+    queue = [(Job("c9", submitted=10.0), "c"), (Job("a0", gpus=2, submitted=20.0), "a")]
+
+    decision = plan(teams_view(running, queue, quotas, nodes={"n1": 6, "n2": 2, "n3": 2}))
+
+    assert sorted(e.job_id for e in decision.evictions) == ["b4", "b5"]
+    # Both placed in this cycle: a0 on what b4 and b5 free, c9 on an idle GPU elsewhere (in queue
+    # order, the most-allocated scorer put c9 on n1, and a0 waited for more victims).
+    assert placed(decision) == ["a0", "c9"]
+    assert {(p.node, g) for p in decision.placements_for("a0") for g in p.gpu_indices} == {
+        ("n1", 4),
+        ("n1", 5),
+    }
+    assert {p.node for p in decision.placements_for("c9")} <= {"n2", "n3"}
+
+
 def test_reclaim_takes_nothing_from_a_team_within_its_guarantee() -> None:
     quotas = {
         "a": TeamQuota(team="a", guaranteed_milli=4000, max_milli=8000),
