@@ -22,6 +22,7 @@ from config.api import ErrorSerializer
 from jobs import log_stream, selectors, services, specs, validation
 from jobs.filters import JobFilter
 from jobs.models import Job
+from jobs.representation import KNOWN_KEY
 from jobs.serializers import (
     JobCreateInput,
     JobDetailOutput,
@@ -36,6 +37,14 @@ from jobs.serializers import (
 _TASK = "(" + "|".join(str(i) for i in range(specs.MAX_REPLICAS, -1, -1)) + ")"
 # (Blank is accepted: the start.)
 _SINCE = rf"^([0-9]{{1,15}}|{_TASK}:[0-9]{{1,15}}(,{_TASK}:[0-9]{{1,15}})*)?$"
+
+
+# What the answer for a job this request has just queued can say without reading it back: no cycle
+# has seen it, so it has no tasks, has never been preempted (its events are the three its submit
+# wrote) and holds no quota to borrow (quota is taken at admission). Saves three reads per submit.
+def _just_queued() -> dict[str, Any]:
+    return {"tasks": [], "preemption_history": [], "borrowed_gpu_milli": 0}  # fresh lists per answer
+
 
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer}
 
@@ -57,6 +66,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         queryset = selectors.jobs_for_user(user=self.request.user)
         if self.action == "retrieve":
             queryset = queryset.prefetch_related("tasks")
+        elif self.action == "list":
+            queryset = selectors.listed_columns(queryset)
         return queryset
 
     def get_object(self) -> Job:
@@ -67,7 +78,10 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def get_serializer_class(self) -> Any:
         return JobDetailOutput if self.action == "retrieve" else JobOutput
 
-    def _output(self, job: Job, *, detail: bool = True, code: int = 200) -> Response:
+    def _output(
+        self, job: Job, *, detail: bool = True, code: int = 200, just_queued: bool = False
+    ) -> Response:
+        """The answer for one job; ``just_queued``: this request has just queued it (_just_queued)."""
         serializer_class = JobDetailOutput if detail else JobOutput
         position = selectors.queue_position(job.pk)  # one COUNT, not a walk of the queue
         context = {
@@ -75,6 +89,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             "queue_positions": {} if position is None else {job.pk: position},
             **selectors.queue_cache_context(etas=job.status == "QUEUED"),
         }
+        if just_queued and job.status == "QUEUED":
+            context[KNOWN_KEY] = _just_queued()
         return Response(serializer_class(job, context=context).data, status=code)
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -108,7 +124,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         job = services.job_submit_checked(
             user=request.user, spec=checked.spec, image=checked.image, team=checked.team
         )
-        return self._output(job, code=status.HTTP_201_CREATED)
+        return self._output(job, code=status.HTTP_201_CREATED, just_queued=True)
 
     @extend_schema(
         summary="Check a job without submitting it",
@@ -145,7 +161,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @action(detail=True, methods=["post"])
     def clone(self, request: Request, pk: str | None = None) -> Response:
         job = services.job_clone(job=self.get_object(), user=request.user)
-        return self._output(job, code=status.HTTP_201_CREATED)
+        return self._output(job, code=status.HTTP_201_CREATED, just_queued=True)
 
     @extend_schema(
         summary="Every state change of a job", responses={200: JobEventOutput(many=True), **ERRORS}

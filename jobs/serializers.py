@@ -14,6 +14,7 @@ from rest_framework import serializers
 from config.api import StrictInputMixin
 from jobs import selectors, specs
 from jobs.models import FAILURE_CHOICES, Job, JobEvent, JobKind, Task, WorkspaceApp
+from jobs.representation import PlannedRepresentation
 
 
 @extend_schema_field({"oneOf": [{"type": "integer"}, {"type": "string", "maxLength": 200}]})
@@ -242,7 +243,7 @@ class JobValidateOutput(serializers.Serializer):
     )
 
 
-class TaskOutput(serializers.ModelSerializer):
+class TaskOutput(PlannedRepresentation, serializers.ModelSerializer):
     class Meta:
         model = Task
         fields = [
@@ -263,7 +264,9 @@ class TaskOutput(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class JobOutput(serializers.ModelSerializer):
+class JobOutput(PlannedRepresentation, serializers.ModelSerializer):
+    # Answers built by jobs.representation's plan of these fields (the fields stay for the schema).
+
     team_slug = serializers.CharField(source="team.slug", read_only=True)
     user = serializers.CharField(source="user.username", read_only=True)
     image_reference = serializers.CharField(source="image.reference", read_only=True)
