@@ -10,11 +10,13 @@
    dated: ``None``), or after ``max_steps`` cycles.
 
 Rounds (the policy's periodic rules: LAS preemption, unpacking, drains): with ``round_s``, the next
-round is replayed (the view's own if ``view.rounds``, else the next multiple of ``round_s``) as a
-step of its own; later rounds are not. Under a preemptive policy such as ``ours`` a new job of
+``rounds`` rounds are replayed (the first is the view's own if ``view.rounds``, else the next
+multiple of ``round_s``), each as a step of its own; rounds after the first add one step each to
+``max_steps``. A job evicted in the estimate goes back to the queue with the service it attained, so
+that later rounds see its LAS level. Under a preemptive policy such as ``ours`` a new job of
 little attained service is started by the next round's preemption rather than by the next end, and
 an estimate without it waits for ends hours or days away. Replaying every round costs a
-``plan_cycle`` per ``round_s`` of the horizon and spends the step bound on round ticks. Without
+``plan_cycle`` per ``round_s`` of the horizon. Without
 ``round_s`` no round is replayed. ``confidence`` says how much of what a start depends on
 was known: ``high`` when every job that ended before it had a declared limit (``max_runtime``),
 ``medium`` when some came from history, ``low`` when some were guessed; the caller passes the source
@@ -61,12 +63,13 @@ def estimate_starts(
     sources: Mapping[str, str] | None = None,
     max_steps: int = 500,
     round_s: float | None = None,
+    rounds: int = 1,
 ) -> dict[str, Estimate]:
     """Estimated start of every job of ``view.queue``. ``remaining``: expected seconds left of each
     running job (None: unknown, it never ends in the estimate); ``durations``: expected run time of
     each waiting job; ``sources``: where each expected time came from (``limit`` | ``history`` |
-    ``guess``; default ``limit``); ``round_s``: the policy's round interval, to replay the next round
-    (module docstring; None: no round)."""
+    ``guess``; default ``limit``); ``round_s``: the policy's round interval, to replay the next
+    ``rounds`` rounds (module docstring; None: no round)."""
     src = sources or {}
     snap = view.snapshot.copy()
     nodes = {n.name: n for n in snap.nodes}
@@ -96,17 +99,21 @@ def estimate_starts(
                 used_jobs=max(0, q.used_jobs - 1),
             )
 
-    # The one round replayed: this one if the view is a round (the platform's refresh), else the next
-    # multiple of ``round_s``.
+    # The first round replayed: this one if the view is a round (the platform's refresh), else the
+    # next multiple of ``round_s``; then every ``round_s`` until ``rounds`` have been replayed.
     next_round = math.inf
-    if round_s is not None:
+    rounds_left = rounds if round_s is not None else 0
+    if rounds_left > 0 and round_s is not None:
         next_round = t if view.rounds else (t // round_s + 1) * round_s
-    for _ in range(max_steps):
+    # Each replayed round after the first is one step more, so that later rounds do not take the
+    # ends' steps (with one round the bound is ``max_steps``, as before ``rounds``).
+    for _ in range(max_steps + max(0, rounds_left - 1)):
         if not queue:
             break
         is_round = t >= next_round - 1e-9
         if is_round:
-            next_round = math.inf
+            rounds_left -= 1
+            next_round = next_round + round_s if rounds_left > 0 and round_s is not None else math.inf
         step = PolicyView(
             snapshot=snap, queue=queue, running=list(running.values()), now=t, rounds=is_round,
             history=view.history, memo=view.memo, quotas=quotas,
@@ -117,7 +124,8 @@ def estimate_starts(
             end = ends.get(eviction.job_id)
             finish(eviction.job_id)
             left[eviction.job_id] = None if end is None else max(0.0, end - t)
-            queue.append(replace(victim.request, submitted_at=t))
+            # Back in the queue with the service it attained (later rounds' LAS levels read it).
+            queue.append(replace(victim.request, submitted_at=t, attained_gpu_s=victim.attained_at(t)))
         placed = {p.job_id for p in decision.placements}
         for request in [r for r in queue if r.job_id in placed]:
             mine = decision.placements_for(request.job_id)

@@ -52,3 +52,17 @@ def test_the_next_round_is_replayed_so_a_las_preemption_starts_a_new_job_before_
     assert estimate_starts(between, "ours", round_s=360.0, **times)["new"].start_at == 10_080.0
     at_round = replace(between, rounds=True)
     assert estimate_starts(at_round, "ours", round_s=360.0, **times)["new"].start_at == NOW
+
+
+def test_later_rounds_are_replayed_so_a_victim_too_young_at_the_next_round_is_taken_at_a_later_one() -> None:
+    # "old" (level 1) started 200 s ago and may not be evicted before it has run 500 s: the next round
+    # (10,080: 280 s run) may not take it, the one after (10,440: 640 s run) may.
+    old = Job("old", gpus=2, attained_h=2.0, started=9_800.0, min_runtime_s=500.0, on=[("n1", (0, 1))])
+    between = replace(view({"n1": 2}, [old], [Job("new", gpus=2)], now=NOW), rounds=False)
+    times = {"remaining": {"old": 5_000.0}, "durations": {"new": 100.0}}
+
+    assert estimate_starts(between, "ours", round_s=360.0, **times)["new"].start_at == NOW + 5_000
+    assert estimate_starts(between, "ours", round_s=360.0, rounds=2, **times)["new"].start_at == 10_440.0
+    # The second round adds a step to the bound: two steps (now, 10,080) plus one reach 10,440.
+    got = estimate_starts(between, "ours", round_s=360.0, rounds=2, max_steps=2, **times)
+    assert got["new"].start_at == 10_440.0
