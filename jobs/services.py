@@ -231,36 +231,43 @@ class JobConflict(Exception):
 def resolve_team(*, user: Any, team: Team | int | str | None) -> Team:
     """The team a submission goes to. Unknown teams and teams the user is not in look the same (400);
     a team where the user is only a viewer is a permission error (403)."""
-    from accounts.selectors import can_write, role_of, teams_for_user
+    from accounts.selectors import can_write, role_of, teams_with_role
 
-    mine = teams_for_user(user=user)
-    if team is None:
-        writable = [t for t in mine if can_write(t.role)]
-        if len(writable) == 1:
-            return writable[0]
-        if not writable and mine.exists():
-            raise PermissionDenied("You are a viewer in all your teams; viewers cannot submit jobs.")
-        message = "Name the team to submit to." if writable else "You are not a member of any team."
-        raise ValidationError({"team": [message]})
-    role: str | None = None
     if isinstance(team, Team):
         role = role_of(user=user, team=team)
-        found: Team | None = team if role else None
-    elif isinstance(team, int) and not isinstance(team, bool):
-        found = mine.filter(pk=team).first()
-    elif isinstance(team, str) and team.strip().isdigit():
-        found = mine.filter(pk=int(team)).first()
-    elif isinstance(team, str):
-        found = mine.filter(slug=team.strip()).first()
+        if role is None:
+            raise ValidationError({"team": ["No team with this id or slug among your teams."]})
+        found = team
     else:
-        found = None
-    if found is None:
-        raise ValidationError({"team": ["No team with this id or slug among your teams."]})
-    # A team read from ``mine`` carries the caller's role (teams_for_user annotates it): no second read.
-    role = role or getattr(found, "role", None) or role_of(user=user, team=found)
+        mine = teams_with_role(user)
+        if team is None:
+            writable = [t for t in mine if can_write(t.role)]  # type: ignore[attr-defined]
+            if len(writable) == 1:
+                return writable[0]
+            if not writable and mine:
+                raise PermissionDenied("You are a viewer in all your teams; viewers cannot submit jobs.")
+            message = "Name the team to submit to." if writable else "You are not a member of any team."
+            raise ValidationError({"team": [message]})
+        found_or_none = next((t for t in mine if _names_team(team, t)), None)
+        if found_or_none is None:
+            raise ValidationError({"team": ["No team with this id or slug among your teams."]})
+        found = found_or_none
+        role = found.role  # type: ignore[attr-defined]
     if not can_write(role):
         raise PermissionDenied(f"Viewers of team {found.name} cannot submit jobs.")
     return found
+
+
+def _names_team(ref: object, team: Team) -> bool:
+    """Whether a submission's ``team`` field (an id, a numeric string or a slug) names ``team``."""
+    if isinstance(ref, bool):
+        return False
+    if isinstance(ref, int):
+        return ref == team.pk
+    if isinstance(ref, str):
+        ref = ref.strip()
+        return int(ref) == team.pk if ref.isdigit() else ref == team.slug
+    return False
 
 
 def cluster_problems(*, spec: JobSpec, image: JobImage, team: Team, user: Any) -> dict[str, list[str]]:
