@@ -198,6 +198,12 @@ def database_scope() -> str:
     return hashlib.sha1(_database_identity().encode(), usedforsecurity=False).hexdigest()[:12]
 
 
+def scoped_key(name: str) -> str:
+    """``name`` as a cache key of this database's platform: two platforms (or test runs) sharing one
+    Redis db keep their round window, rerun mark, queue order and ETAs apart."""
+    return f"{name}:{database_scope()}"
+
+
 def make_lease() -> Lease:
     """The lease for this deployment: Redis when the cache is Redis, else a file lock (see above)."""
     url = _redis_location()

@@ -12,7 +12,16 @@ from django.conf import settings
 from scheduler import profiles
 from scheduler.policy import get_policy
 
-QUEUE_ORDER_KEY = "jobs:scheduling-cycle:queue-order"
+_QUEUE_ORDER_KEY = "jobs:scheduling-cycle:queue-order"
+
+
+def queue_order_key() -> str:
+    """The cache key of the rule that ordered the queue in the last cycle."""
+    from jobs.lease import scoped_key
+
+    return scoped_key(_QUEUE_ORDER_KEY)
+
+
 # The simulator's round interval: preemption, unpacking and drains are considered this often.
 ROUND_S = 360.0
 

@@ -29,7 +29,16 @@ from scheduler.policy.view import PolicyView
 
 logger = logging.getLogger(__name__)
 
-ETA_KEY = "jobs:queue-eta"
+_ETA_KEY = "jobs:queue-eta"
+
+
+def eta_key() -> str:
+    """The cache key of the last cycle's ETAs."""
+    from jobs.lease import scoped_key
+
+    return scoped_key(_ETA_KEY)
+
+
 HISTORY = 50  # run times kept per pool (RuntimeHistory's window)
 HISTORY_JOBS = 500  # latest completed jobs read per team
 MAX_STEPS = 100
@@ -106,11 +115,11 @@ def refresh_etas(
         logger.warning("queue ETA estimate failed", exc_info=True)
         return {}
     etas = {int(j): (e.start_at, e.confidence) for j, e in found.items() if j.isdigit()}
-    cache.set(ETA_KEY, etas, timeout=None)
+    cache.set(eta_key(), etas, timeout=None)
     return etas
 
 
 def eta_of(job_id: int) -> tuple[float | None, str | None]:
     """(estimated start, confidence) of a waiting job from the last estimate; (None, None) if none."""
-    found = (cache.get(ETA_KEY) or {}).get(job_id)
+    found = (cache.get(eta_key()) or {}).get(job_id)
     return (found[0], found[1]) if found else (None, None)

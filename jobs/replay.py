@@ -413,12 +413,10 @@ class _Replay:
         # says which cycles are rounds, as the simulator's round events do.
         # (The platform's clock is epoch seconds: EPOCH is a multiple of round_s and cycle_s.)
         window = int((EPOCH + now) // getattr(scheduling, "ROUND_S", self.cfg.round_s))
-        round_key = getattr(scheduling, "ROUND_KEY", None)
-        if round_key is not None:
-            if rounds:
-                cache.delete(round_key)
-            else:
-                cache.set(round_key, window, timeout=None)
+        if rounds:
+            cache.delete(scheduling.round_key())
+        else:
+            cache.set(scheduling.round_key(), window, timeout=None)
         result = scheduling.run_scheduling_cycle(backend=self.backend)
         self.cycles += 1
         self._drain()

@@ -240,7 +240,6 @@ def plan_for(serializer_class: type) -> Plan | None:
 # Mixin for a serializer whose answer comes from its class's plan (DRF's when there is none). No
 # docstring: drf-spectacular would publish it as each serializer's schema description.
 class PlannedRepresentation:
-
     def to_representation(self, instance: Any) -> Any:
         plan = plan_for(type(self))
         if plan is not None:

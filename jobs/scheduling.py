@@ -51,7 +51,7 @@ from jobs.colocation import measured_rates
 from jobs.faults import fault_point
 from jobs.models import Job, JobEvent, Task, TaskPhase
 from jobs.placements import task_fields, task_placement
-from jobs.policy_settings import QUEUE_ORDER_KEY, ROUND_S, active_policy
+from jobs.policy_settings import ROUND_S, active_policy, queue_order_key
 from jobs.profiling_services import fill_running_task_profiles, solo_profiles_for_jobs
 from jobs.queue_eta import refresh_etas
 from jobs.services import job_transition
@@ -70,12 +70,24 @@ from scheduler.policy.queue_sort import ServiceHistory
 
 logger = logging.getLogger(__name__)
 
-RERUN_KEY = "jobs:scheduling-cycle:rerun"
+_RERUN_KEY = "jobs:scheduling-cycle:rerun"
 # The "go again" mark outlives no lease holder for long: beat runs a cycle every few seconds anyway.
 RERUN_TIMEOUT_S = 60
 MAX_RERUNS = 3
 ACTOR = "scheduler"
-ROUND_KEY = "jobs:scheduling-cycle:round"
+_ROUND_KEY = "jobs:scheduling-cycle:round"
+
+
+def round_key() -> str:
+    """The cache key of the round window the periodic rules last ran in."""
+    return lease.scoped_key(_ROUND_KEY)
+
+
+def rerun_key() -> str:
+    """The cache key of the "go again" mark a cycle that found the lease taken leaves."""
+    return lease.scoped_key(_RERUN_KEY)
+
+
 # Completed jobs whose attained service feeds the Gittins index (the latest ones).
 HISTORY_JOBS = 5000
 # Kept across cycles of this process: the interference plugin's verdicts (only a cache: a verdict
@@ -354,9 +366,10 @@ def _is_round(now: float) -> bool:
     """Whether the periodic rules (preemption, unpacking, drains) run in this cycle: once per
     ``SCHEDULER_ROUND_SECONDS`` window of the clock (``ROUND_S``, as the simulator's rounds, by default)."""
     window = int(now // (settings.SCHEDULER_ROUND_SECONDS or ROUND_S))
-    if cache.get(ROUND_KEY) == window:
+    key = round_key()
+    if cache.get(key) == window:
         return False
-    cache.set(ROUND_KEY, window, timeout=None)
+    cache.set(key, window, timeout=None)
     return True
 
 
@@ -719,7 +732,7 @@ def _cycle_once(backend: ClusterBackend, now: float | None = None) -> CycleResul
         refresh_etas(replace(view, snapshot=view.snapshot.copy()), policy, cycle.queued)
     decision = plan_cycle(view, policy)
     order = decision.queue_order or "the policy's order"
-    cache.set(QUEUE_ORDER_KEY, order, timeout=None)
+    cache.set(queue_order_key(), order, timeout=None)
     preempted = _apply_preemptions(backend, decision, cycle)
     result.evicted = list(preempted)
     # GPUs of jobs being preempted (this cycle or earlier) stay taken until their tasks stop.
@@ -783,19 +796,19 @@ def run_scheduling_cycle(*, backend: ClusterBackend | None = None) -> CycleResul
     dispatch.cycle_started()
     with lease.held() as holding:
         if holding is None:
-            cache.set(RERUN_KEY, 1, timeout=RERUN_TIMEOUT_S)
+            cache.set(rerun_key(), 1, timeout=RERUN_TIMEOUT_S)
             return None
         backend = backend or get_backend()
         total = CycleResult()
         try:
             for _ in range(1 + MAX_RERUNS):
-                cache.delete(RERUN_KEY)
+                cache.delete(rerun_key())
                 with metrics.cycle_timer():
                     result = _cycle_once(backend)
                 total.admitted += result.admitted
                 total.evicted += result.evicted
                 total.pending = result.pending
-                if not cache.get(RERUN_KEY):
+                if not cache.get(rerun_key()):
                     break
         except lease.LeaseLost:
             logger.warning(

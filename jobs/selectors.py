@@ -16,8 +16,8 @@ from django.utils import timezone
 from accounts.models import Membership
 from images.models import JobImage
 from jobs.models import Job, JobEvent, Task
-from jobs.policy_settings import QUEUE_ORDER_KEY, active_policy
-from jobs.queue_eta import ETA_KEY
+from jobs.policy_settings import active_policy, queue_order_key
+from jobs.queue_eta import eta_key
 from jobs.states import JobStatus
 from quotas.services import las_gpus
 
@@ -144,7 +144,7 @@ def queue_position(job_id: int) -> int | None:
 def queue_order() -> str:
     """The rule that ordered the queue in the last scheduling cycle ("" before the first one)."""
     try:
-        return str(cache.get(QUEUE_ORDER_KEY) or "")
+        return str(cache.get(queue_order_key()) or "")
     except Exception:  # noqa: BLE001  (a cache outage must not break a read)
         return ""
 
@@ -158,10 +158,11 @@ def queue_cache_context(*, etas: bool) -> dict[str, Any]:
     if not etas:
         return {"queue_order": queue_order()}
     try:
-        found = cache.get_many([QUEUE_ORDER_KEY, ETA_KEY])
+        order_key, etas_key = queue_order_key(), eta_key()
+        found = cache.get_many([order_key, etas_key])
     except Exception:  # noqa: BLE001  (a cache outage must not break a read)
         return {"queue_order": ""}
-    return {"queue_order": str(found.get(QUEUE_ORDER_KEY) or ""), "_etas": found.get(ETA_KEY) or {}}
+    return {"queue_order": str(found.get(order_key) or ""), "_etas": found.get(etas_key) or {}}
 
 
 def attained_now(job: Job, now: dt.datetime | None = None) -> float:

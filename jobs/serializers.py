@@ -349,9 +349,9 @@ class JobOutput(PlannedRepresentation, serializers.ModelSerializer):
         if "_etas" not in self.context:  # one read per response, shared by the list's items
             from django.core.cache import cache
 
-            from jobs.queue_eta import ETA_KEY
+            from jobs.queue_eta import eta_key
 
-            self.context["_etas"] = cache.get(ETA_KEY) or {}
+            self.context["_etas"] = cache.get(eta_key()) or {}
         found = self.context["_etas"].get(job.pk)
         return (found[0], found[1]) if found else (None, None)
 

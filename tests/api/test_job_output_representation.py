@@ -18,9 +18,9 @@ from rest_framework import serializers
 
 from jobs import selectors
 from jobs.models import Job, Task
-from jobs.queue_eta import ETA_KEY
+from jobs.policy_settings import queue_order_key
+from jobs.queue_eta import eta_key
 from jobs.representation import PlannedRepresentation, plan_for
-from jobs.scheduling import QUEUE_ORDER_KEY
 from jobs.serializers import JobDetailOutput, JobOutput, TaskOutput
 from jobs.services import job_transition
 from jobs.states import JobStatus
@@ -90,8 +90,8 @@ def jobs(submit_job, member, other_team) -> dict[str, Job]:
     job_transition(job=succeeded, to=JobStatus.SUCCEEDED, actor="system")
     failed = _run(submit_job(member, name="crashed"), minutes=2)
     job_transition(job=failed, to=JobStatus.FAILED, actor="system", reason="exit 1", failure_category="USER")
-    cache.set(ETA_KEY, {queued.pk: (NOW.timestamp() + 600, "medium")})
-    cache.set(QUEUE_ORDER_KEY, "2D-LAS with the Gittins index")
+    cache.set(eta_key(), {queued.pk: (NOW.timestamp() + 600, "medium")})
+    cache.set(queue_order_key(), "2D-LAS with the Gittins index")
     names = ("queued", "plain_queued", "running", "borrowed", "preempted", "succeeded", "failed")
     found = [queued, plain_queued, running, borrowed, preempted, succeeded, failed]
     return {name: Job.objects.get(pk=job.pk) for name, job in zip(names, found, strict=True)}
@@ -215,7 +215,7 @@ def test_the_submit_answer_is_the_job_read_back_without_reading_tasks_events_or_
     member, image, api_client_for
 ) -> None:
     client = api_client_for(member)
-    cache.set(QUEUE_ORDER_KEY, "2D-LAS with the Gittins index")
+    cache.set(queue_order_key(), "2D-LAS with the Gittins index")
     body = {"image": image.pk, "command": ["true"], "gpu_milli": 250, "gpu_request": "share"}
     with CaptureQueriesContext(connection) as queries:
         created = client.post("/api/v1/jobs/", body, format="json")

@@ -12,7 +12,7 @@ from django.core.cache import cache
 from accounts.models import Membership
 from jobs.cluster import get_backend
 from jobs.models import Job, Task
-from jobs.scheduling import QUEUE_ORDER_KEY
+from jobs.policy_settings import queue_order_key
 from jobs.services import job_transition
 from jobs.states import JobStatus
 from scheduler.backends.base import TaskSpec
@@ -100,7 +100,7 @@ def test_queued_jobs_show_their_reason_and_position(submit_job, member, api_clie
     assert detail["queue_position"] == 1
     Job.objects.filter(pk=urgent.pk).update(queue_position=1)
     Job.objects.filter(pk=first.pk).update(queue_position=2)
-    cache.set(QUEUE_ORDER_KEY, "2D-LAS with the Gittins index")
+    cache.set(queue_order_key(), "2D-LAS with the Gittins index")
     detail = client.get(f"/api/v1/jobs/{first.pk}/").json()
     assert (detail["queue_position"], detail["queue_order"]) == (2, "2D-LAS with the Gittins index")
     listed = {j["id"]: j for j in client.get("/api/v1/jobs/").json()["results"]}

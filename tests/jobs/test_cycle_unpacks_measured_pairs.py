@@ -51,7 +51,7 @@ def backend(tmp_path: Path, clock: Any, settings: Any, perf: PerfModel | None) -
 
 
 def cycle(sim: SimulatedBackend) -> scheduling.CycleResult:
-    cache.delete(scheduling.ROUND_KEY)  # every cycle here is a round
+    cache.delete(scheduling.round_key())  # every cycle here is a round
     result = scheduling.run_scheduling_cycle(backend=sim)
     assert result is not None
     return result

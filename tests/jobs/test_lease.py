@@ -202,3 +202,29 @@ def test_a_cycle_whose_redis_lease_was_taken_over_binds_nothing(
     finally:
         for other in usurper:
             other.release()
+
+
+@pytest.mark.django_db
+def test_two_platforms_on_one_cache_keep_their_round_windows_apart() -> None:
+    """The round window, rerun mark, queue order and ETAs are keyed by the database being scheduled,
+    as the lease is: a second platform's first cycle in a window is still its round."""
+    from unittest import mock
+
+    from django.core.cache import cache
+    from django.db import connection
+
+    from jobs.policy_settings import queue_order_key
+    from jobs.queue_eta import eta_key
+
+    now = 3600.0 * 1000
+    cache.delete(scheduling.round_key())
+    assert scheduling._is_round(now)
+    assert not scheduling._is_round(now)
+    mine = {scheduling.round_key(), scheduling.rerun_key(), queue_order_key(), eta_key()}
+    with mock.patch.dict(connection.settings_dict, {"NAME": "another_platform"}):
+        theirs = {scheduling.round_key(), scheduling.rerun_key(), queue_order_key(), eta_key()}
+        cache.delete(scheduling.round_key())
+        assert scheduling._is_round(now)
+        cache.delete(scheduling.round_key())
+    assert not scheduling._is_round(now)
+    assert len(mine | theirs) == 8

@@ -43,7 +43,7 @@ def test_the_policy_thresholds_decide_when_a_long_job_yields(sim, clock, researc
 
 def test_rules_run_once_per_configured_round(settings) -> None:
     settings.SCHEDULER_ROUND_SECONDS = 20.0
-    cache.delete(scheduling.ROUND_KEY)
+    cache.delete(scheduling.round_key())
     assert scheduling._is_round(100.0)
     assert not scheduling._is_round(119.0)  # the same 20 s window
     assert scheduling._is_round(121.0)

@@ -38,7 +38,7 @@ from tests.jobs.runtime_fixtures import (  # noqa: F401  (fixtures)
 
 
 def cycle(sim: SimulatedBackend) -> scheduling.CycleResult:
-    cache.delete(scheduling.ROUND_KEY)  # every cycle of these tests is a round
+    cache.delete(scheduling.round_key())  # every cycle of these tests is a round
     result = scheduling.run_scheduling_cycle(backend=sim)
     assert result is not None
     return result
@@ -76,7 +76,7 @@ def test_a_placement_moves_the_job_to_admitted_with_the_position_and_rule_of_the
     waiting.refresh_from_db()
     assert result.admitted == [placed.pk]
     assert placed.status == JobStatus.ADMITTED.value and placed.queue_position is None
-    order = cache.get(scheduling.QUEUE_ORDER_KEY)
+    order = cache.get(scheduling.queue_order_key())
     assert order
     assert waiting.queue_position == 1
     assert waiting.pending_reason.startswith(f"#1 in queue ({order}): ")
@@ -424,5 +424,5 @@ def test_with_nobody_waiting_a_round_still_unpacks_a_shared_gpu_when_a_gpu_is_id
     (moved,) = result.evicted
     job = Job.objects.get(pk=moved)
     assert (job.status, job.preemption_rule, job.preempted_for_id) == ("PREEMPTING", "unpack-idle", None)
-    cache.set(scheduling.ROUND_KEY, int(scheduling._now() // scheduling.ROUND_S))
+    cache.set(scheduling.round_key(), int(scheduling._now() // scheduling.ROUND_S))
     assert scheduling.run_scheduling_cycle(backend=sim).evicted == []  # not a round: nothing runs

@@ -32,7 +32,7 @@ def first_fit(settings: Any, clock: Any, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def cycle(sim: SimulatedBackend) -> None:
-    cache.delete(scheduling.ROUND_KEY)
+    cache.delete(scheduling.round_key())
     scheduling.run_scheduling_cycle(backend=sim)
 
 

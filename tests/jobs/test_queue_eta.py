@@ -40,7 +40,7 @@ def completed(user: Any, image: Any, team: Any, seconds: float, finished: dateti
 
 def running(user: Any, image: Any, team: Any, sim: SimulatedBackend, clock: Any, **spec: Any) -> Job:
     job = submit(user, image, team=team, **spec)
-    cache.delete(scheduling.ROUND_KEY)
+    cache.delete(scheduling.round_key())
     scheduling.run_scheduling_cycle(backend=sim)
     return running_on_sim(sim, clock, job)
 

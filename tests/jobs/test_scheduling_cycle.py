@@ -62,7 +62,7 @@ def test_a_job_that_cannot_fit_stays_queued_with_its_position_and_reason(sim, re
     result = cycle(sim)
     job.refresh_from_db()
     assert job.status == JobStatus.QUEUED.value
-    assert job.pending_reason.startswith(f"#1 in queue ({cache.get(scheduling.QUEUE_ORDER_KEY)}): ")
+    assert job.pending_reason.startswith(f"#1 in queue ({cache.get(scheduling.queue_order_key())}): ")
     assert job.queue_position == 1
     assert "fewer than 2 free whole GPU" in job.pending_reason
     assert result.pending == {job.pk: job.pending_reason}
@@ -121,7 +121,7 @@ def test_a_cycle_does_nothing_while_another_holds_the_lock_and_asks_it_to_go_aga
     assert someone_else.acquire()
     assert scheduling.run_scheduling_cycle(backend=sim) is None
     assert Job.objects.get(pk=job.pk).status == JobStatus.QUEUED.value
-    assert cache.get(scheduling.RERUN_KEY)
+    assert cache.get(scheduling.rerun_key())
     someone_else.release()
     cycle(sim)
     assert Job.objects.get(pk=job.pk).status == JobStatus.ADMITTED.value

@@ -49,7 +49,7 @@ def measured_pair(perf: PerfModel) -> tuple[str, str]:
 
 
 def cycle(sim: SimulatedBackend) -> None:
-    cache.delete(scheduling.ROUND_KEY)
+    cache.delete(scheduling.round_key())
     scheduling.run_scheduling_cycle(backend=sim)
 
 

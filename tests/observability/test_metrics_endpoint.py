@@ -60,7 +60,7 @@ def matching(series: Series, name: str) -> dict[frozenset[tuple[str, str]], floa
 
 
 def cycle(sim: Any) -> None:
-    cache.delete(scheduling.ROUND_KEY)
+    cache.delete(scheduling.round_key())
     assert scheduling.run_scheduling_cycle(backend=sim) is not None
 
 

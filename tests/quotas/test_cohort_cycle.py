@@ -34,7 +34,7 @@ pytestmark = pytest.mark.django_db
 
 
 def cycle(sim: SimulatedBackend) -> scheduling.CycleResult:
-    cache.delete(scheduling.ROUND_KEY)
+    cache.delete(scheduling.round_key())
     result = scheduling.run_scheduling_cycle(backend=sim)
     assert result is not None
     return result
