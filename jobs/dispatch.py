@@ -25,7 +25,7 @@ from django.core.cache import cache
 from django.db import transaction
 
 from jobs.faults import fault_point
-from jobs.lease import database_scope
+from jobs.lease import scoped_key
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def _enqueue(task_name: str, *args: object) -> None:
 
 
 def _pending_key() -> str:
-    return f"{PENDING_KEY}:{database_scope()}"
+    return scoped_key(PENDING_KEY)
 
 
 def _enqueue_cycle() -> None:

@@ -19,21 +19,22 @@ PREFIX = "gpu-platform:heartbeat:"
 _first_seen = time.time()
 
 
-def _key(kind: str) -> str:
-    from jobs.lease import database_scope
+def stamp_key(kind: str) -> str:
+    """The cache key of ``kind``'s heartbeat on this database's platform."""
+    from jobs.lease import scoped_key
 
-    return f"{PREFIX}{kind}:{database_scope()}"
+    return scoped_key(f"{PREFIX}{kind}")
 
 
 def beat(kind: str, *, now: float | None = None) -> None:
     # A missed stamp only makes the health check more cautious.
     with contextlib.suppress(Exception):
-        cache.set(_key(kind), time.time() if now is None else now, timeout=None)
+        cache.set(stamp_key(kind), time.time() if now is None else now, timeout=None)
 
 
 def last(kind: str) -> float | None:
     try:
-        value = cache.get(_key(kind))
+        value = cache.get(stamp_key(kind))
     except Exception:  # noqa: BLE001
         return None
     return float(value) if value is not None else None

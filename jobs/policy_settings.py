@@ -9,6 +9,7 @@ from typing import Any
 
 from django.conf import settings
 
+from jobs.lease import scoped_key
 from scheduler import profiles
 from scheduler.policy import get_policy
 
@@ -17,8 +18,6 @@ _QUEUE_ORDER_KEY = "jobs:scheduling-cycle:queue-order"
 
 def queue_order_key() -> str:
     """The cache key of the rule that ordered the queue in the last cycle."""
-    from jobs.lease import scoped_key
-
     return scoped_key(_QUEUE_ORDER_KEY)
 
 

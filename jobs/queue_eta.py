@@ -21,6 +21,7 @@ from collections.abc import Hashable, Iterable
 
 from django.core.cache import cache
 
+from jobs.lease import scoped_key
 from jobs.models import Job
 from jobs.policy_settings import round_seconds
 from jobs.states import JobStatus
@@ -34,8 +35,6 @@ _ETA_KEY = "jobs:queue-eta"
 
 def eta_key() -> str:
     """The cache key of the last cycle's ETAs."""
-    from jobs.lease import scoped_key
-
     return scoped_key(_ETA_KEY)
 
 

@@ -622,13 +622,12 @@ def _stamp(platform: Platform, kind: str) -> float | None:
     """A heartbeat as the platform's processes wrote it (in their Redis, not the caller's cache)."""
     import redis
 
-    from jobs.heartbeat import PREFIX
-    from jobs.lease import database_scope
+    from jobs.heartbeat import stamp_key
 
     client = redis.Redis.from_url(platform.redis_url, socket_connect_timeout=1, socket_timeout=1)
     try:
         # Django's cache keys are ":<version>:<key>"; its values are pickled.
-        value = client.get(f":1:{PREFIX}{kind}:{database_scope()}")
+        value = client.get(f":1:{stamp_key(kind)}")
         raw = value.encode() if isinstance(value, str) else bytes(value or b"")
     except Exception:  # noqa: BLE001  (Redis restarting)
         return None

@@ -16,12 +16,17 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+from unittest import mock
 from urllib.parse import urlparse, urlunparse
 
 import pytest
+from django.core.cache import cache
+from django.db import connection
 
 from jobs import lease, scheduling
 from jobs.models import Job
+from jobs.policy_settings import queue_order_key
+from jobs.queue_eta import eta_key
 from jobs.states import JobStatus
 from scheduler.backends.simulated import SimulatedBackend
 from scheduler.model import ClusterSnapshot
@@ -208,14 +213,6 @@ def test_a_cycle_whose_redis_lease_was_taken_over_binds_nothing(
 def test_two_platforms_on_one_cache_keep_their_round_windows_apart() -> None:
     """The round window, rerun mark, queue order and ETAs are keyed by the database being scheduled,
     as the lease is: a second platform's first cycle in a window is still its round."""
-    from unittest import mock
-
-    from django.core.cache import cache
-    from django.db import connection
-
-    from jobs.policy_settings import queue_order_key
-    from jobs.queue_eta import eta_key
-
     now = 3600.0 * 1000
     cache.delete(scheduling.round_key())
     assert scheduling._is_round(now)
