@@ -31,8 +31,6 @@ import cProfile
 import json
 import os
 import platform as host_platform
-import statistics
-import subprocess
 import tempfile
 import time
 from collections import defaultdict
@@ -40,7 +38,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
@@ -50,6 +47,7 @@ from django.test import override_settings
 from accounts.models import Membership, Role, Team
 from images.models import JobImage
 from jobs import binding, scheduling
+from jobs.management.commands._measure import commit, median, percentile
 from jobs.models import Job
 from jobs.services import job_cancel, job_submit
 from jobs.specs import JobSpec
@@ -69,24 +67,6 @@ ACTIVE = [
 SHAPES = [(1, None), (0, 500), (2, None), (8, None)]
 LONG_S = 10.0**7  # simulated seconds: nothing finishes during the benchmark
 SPLIT = ("snapshot", "view", "plan_cycle", "persist", "other")
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
-
-
-def _median(values: list[float]) -> float:
-    return statistics.median(values) if values else 0.0
-
-
-def _commit() -> str:
-    done = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=settings.BASE_DIR, capture_output=True, text=True
-    )
-    return done.stdout.strip()
 
 
 def _copy(job: Job, name: str) -> Job:
@@ -349,7 +329,7 @@ class Command(BaseCommand):
         return {
             "benchmark": "platform",
             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "commit": _commit(),
+            "commit": commit(),
             "machine": {
                 "cpus": os.cpu_count(),
                 "python": host_platform.python_version(),
@@ -364,9 +344,9 @@ class Command(BaseCommand):
                 "waiting_shapes": [{"gpus": g, "gpu_milli": m} for g, m in SHAPES],
                 "queue_eta": False,
             },
-            "submit_to_admitted_s_median": round(_median(admit), 4) if admit else None,
-            "submit_to_admitted_s_p99": round(_percentile(admit, 99), 4) if admit else None,
-            "fill_submit_s_median": round(_median(fill_submits), 4),
+            "submit_to_admitted_s_median": round(median(admit), 4) if admit else None,
+            "submit_to_admitted_s_p99": round(percentile(admit, 99), 4) if admit else None,
+            "fill_submit_s_median": round(median(fill_submits), 4),
             "runs": runs,
         }
 
@@ -394,10 +374,10 @@ class Command(BaseCommand):
                 parts[key].append(value)
         return {
             "jobs": count,
-            "cycle_s_median": round(_median(walls), 4),
-            "cycle_s_p99": round(_percentile(walls, 99), 4),
-            "cycle_cpu_s_median": round(_median(cpus), 4),
-            "submit_s_median": round(_median(submits), 4),
-            "submit_s_p99": round(_percentile(submits, 99), 4),
-            "split_s_median": {key: round(_median(values), 4) for key, values in parts.items()},
+            "cycle_s_median": round(median(walls), 4),
+            "cycle_s_p99": round(percentile(walls, 99), 4),
+            "cycle_cpu_s_median": round(median(cpus), 4),
+            "submit_s_median": round(median(submits), 4),
+            "submit_s_p99": round(percentile(submits, 99), 4),
+            "split_s_median": {key: round(median(values), 4) for key, values in parts.items()},
         }

@@ -43,6 +43,8 @@ from urllib.parse import urlparse
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from jobs.management.commands._measure import commit, latency_summary_ms, manage, platform_env
+
 MIX = [
     ("list", 40),
     ("detail", 20),
@@ -74,24 +76,6 @@ for i in range(clients):
     tokens.append(token_create(user=user, name="loadtest")[1])
 print("SEED " + json.dumps({{"tokens": tokens, "image": image.pk, "team": team.pk}}))
 """
-
-
-def _percentile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    rank = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[rank]
-
-
-def _latency_summary(values: list[float]) -> dict[str, float]:
-    return {
-        "count": len(values),
-        "p50_ms": round(_percentile(values, 50) * 1000, 1),
-        "p90_ms": round(_percentile(values, 90) * 1000, 1),
-        "p99_ms": round(_percentile(values, 99) * 1000, 1),
-        "max_ms": round(max(values) * 1000, 1) if values else 0.0,
-    }
 
 
 class _Client(threading.Thread):
@@ -159,16 +143,6 @@ class _Client(threading.Thread):
             self.samples.append((kind, started, time.monotonic() - started, outcome))
             if self.think_s > 0:
                 time.sleep(self.think_s * self.random.uniform(0.5, 1.5))
-
-
-def _commit() -> str:
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=settings.BASE_DIR, capture_output=True, text=True
-        )
-    except OSError:
-        return ""
-    return done.stdout.strip()
 
 
 def _free_port() -> int:
@@ -259,35 +233,10 @@ class Command(BaseCommand):
     # ------------------------------------------------------------------ the platform
 
     def _env(self, var: Path, database_url: str = "", redis_url: str = "") -> dict[str, str]:
-        root = Path(settings.BASE_DIR)
-        env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
-        # Only what was asked for: the embedded default unless a database (and broker) is named.
-        env.update({"DATABASE_URL": database_url} if database_url else {})
-        env.update({"REDIS_URL": redis_url} if redis_url else {})
-        env.update(
-            {
-                "DJANGO_SETTINGS_MODULE": "config.settings.dev",
-                "PYTHONPATH": os.pathsep.join([str(root / "platform"), str(root)]),
-                "GPU_PLATFORM_VAR_DIR": str(var),
-                "CLUSTER_BACKEND": "simulated",
-                "SIM_STATE_PATH": str(var / "simulated-cluster.json"),
-                "PYTHONUNBUFFERED": "1",
-            }
-        )
-        return env
+        return platform_env(var, database_url, redis_url)
 
     def _manage(self, env: dict[str, str], *args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=settings.BASE_DIR,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if done.returncode != 0:
-            raise CommandError(f"manage.py {args[0]} failed: {done.stderr.strip()[-2000:]}")
-        return done.stdout
+        return manage(env, *args)
 
     def _start_embedded(
         self, var: Path, clients: int, database_url: str = "", redis_url: str = ""
@@ -380,7 +329,7 @@ class Command(BaseCommand):
         return {
             "benchmark": "api_load",
             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "commit": _commit(),
+            "commit": commit(),
             # Load average as the run ended: other work on the machine shares its cores.
             "machine": {
                 "cpus": os.cpu_count(),
@@ -405,8 +354,8 @@ class Command(BaseCommand):
             "requests": len(everything),
             "measured_seconds": duration,
             "throughput_rps": round(len(everything) / duration, 1),
-            "latency": {"all": _latency_summary(everything)}
-            | {kind: _latency_summary(values) for kind, values in sorted(by_kind.items())},
+            "latency": {"all": latency_summary_ms(everything)}
+            | {kind: latency_summary_ms(values) for kind, values in sorted(by_kind.items())},
             "status_counts": dict(sorted(statuses.items())),
             "errors": {"total": sum(transport.values()) + sum(server.values()), **transport, **server},
             "client_errors": client_errors,
