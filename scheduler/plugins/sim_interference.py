@@ -80,6 +80,18 @@ class SlotHints:
     tenant_counts: tuple[np.ndarray, np.ndarray] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _RowView:
+    """One row's answers for one task (``CachedInterference._slot_view``): the filter's (some busy
+    fitting GPU admits it; asked only of rows without an idle fitting GPU), the score's, and the GPU
+    slots the admission lets it use."""
+
+    admits: bool
+    score: float
+    allowed: np.ndarray
+    busy: bool  # some fitting GPU has residents
+
+
 def _hint(state: CycleState) -> SlotHints:
     hints: SlotHints = state.data["slot_hints"]
     return hints
@@ -467,14 +479,72 @@ class CachedInterference(InterferenceAware):
         # calls, without Python per node or GPU.
         if _hints(state, "slot_class") is None or task.gpu_models or state.arrays is None:
             return super()._admissible_rows(state, cycle, task, rows, cand)
-        cls = np.where(cand, self._row_classes(state, rows), -1)
-        if (cls[cand] < 0).any():  # a fitting GPU with residents but no class: not the sim's
+        # Every fitting GPU of these rows has residents (the caller asks only such rows, having just
+        # counted them): ``cand`` is the rows' busy slots.
+        got = self._slot_view(state, cycle, task, rows, busy_given=cand)
+        if got is None:  # a fitting GPU with residents but no class: not the sim's
             return super()._admissible_rows(state, cycle, task, rows, cand)
-        uniq = np.unique(cls[cand])
-        ok = self._class_ok(state, cycle, task, uniq, cls, rows)
-        at = np.searchsorted(uniq, np.maximum(cls, uniq[0]))
-        out: np.ndarray = (cand & ok[at]).any(axis=1)
-        return out
+        return np.array([view.admits for view in got], dtype=bool)
+
+    def _slot_view(
+        self,
+        state: CycleState,
+        cycle: dict[str, Any],
+        task: TaskRequest,
+        rows: np.ndarray,
+        busy_given: np.ndarray | None = None,
+    ) -> list[_RowView] | None:
+        """Per row of ``rows``: the filter's, the score's and the GPU admission's answer for this
+        task (``_RowView``); None when a busy fitting slot has no slot class (the per-node path).
+
+        The filter, the score and the GPU admission of one placement ask about the same task on the
+        same rows in turn: each row's answers are kept for the call by (task, row, row version), so a
+        row is classed and its classes' verdicts looked up once per placement, not three times. Rows
+        not kept yet are computed together as before (a class new to the run first occurs in a row
+        not kept, so the same GPU slot is asked to predict it). ``busy_given``: the rows' fitting
+        slots, every one with residents, as the caller has just counted them on these row versions."""
+        memo: dict[tuple[str, int, int], _RowView] = state.data.setdefault("interference_slot_view", {})
+        tid = task.task_id
+        keys = [(tid, r, v) for r, v in zip(rows.tolist(), state.arrays.version[rows].tolist(), strict=True)]
+        missing = [i for i, k in enumerate(keys) if k not in memo]
+        if missing:
+            sub = rows if len(missing) == len(keys) else rows[missing]
+            if busy_given is not None:
+                cand = busy = busy_given if len(missing) == len(keys) else busy_given[missing]
+                alone = np.zeros(busy.shape, dtype=bool)
+            else:
+                cand, counts = self._candidates(state, cycle, task, sub)
+                busy = cand & (counts > 0)
+                alone = cand & (counts == 0)
+            # Only rows with a busy fitting slot are classed (as before: classing a row the call
+            # changed interns its classes, and the order of first interning names them).
+            cls = np.full(busy.shape, -1, dtype=np.int64)
+            some = np.flatnonzero(busy.any(axis=1))
+            if some.size:
+                cls[some] = np.where(busy[some], self._row_classes(state, sub[some]), -1)
+            present = cls[busy]
+            if (present < 0).any():
+                return None
+            score = np.where(cand.any(axis=1), 1.0, 0.0)
+            if present.size:
+                # Sorted distinct classes, as ``np.unique`` gives them (cheaper on a handful).
+                uniq = np.array(sorted(set(present.tolist())), dtype=np.int64)
+                ok = self._class_ok(state, cycle, task, uniq, cls, sub)
+                at = np.searchsorted(uniq, np.maximum(cls, uniq[0]))
+                joins = busy & ok[at]
+                # The real plugin's score: throughput of the best admissible fitting GPU (1.0
+                # alone), 0.0 when none; on rows without a busy fitting GPU, 1.0 if any fits.
+                per_slot = np.where(alone, 1.0, np.where(joins, self._last_thr[at], -np.inf))
+                best = per_slot[some].max(axis=1)
+                score[some] = np.where(np.isfinite(best), best, 0.0)
+            else:
+                joins = busy
+            admits: list[bool] = joins.any(axis=1).tolist()
+            allowed = alone | joins
+            busy_rows: list[bool] = np.asarray(busy.any(axis=1)).tolist()
+            for j, (i, score_j) in enumerate(zip(missing, score.tolist(), strict=True)):
+                memo[keys[i]] = _RowView(admits[j], score_j, allowed[j], busy_rows[j])
+        return [memo[k] for k in keys]
 
     def _row_classes(self, state: CycleState, sub: np.ndarray) -> np.ndarray:
         """(len(sub), G) slot classes of rows ``sub`` as they are now: the simulator's
@@ -582,24 +652,32 @@ class CachedInterference(InterferenceAware):
         # real plugin's ``_admits_all`` is False too.
         if self._shares_table(state, cycle, task, 0) is not None:
             return None
-        rows = np.array([row])
-        cand, counts = self._candidates(state, cycle, task, rows)
-        busy = cand & (counts > 0)
-        if not busy.any():
-            out: np.ndarray = cand[0].copy()
-            return out
-        cls = np.where(busy, self._row_classes(state, rows), -1)
-        if (cls[busy] < 0).any():  # a busy fitting GPU without a class: the per-node path
+        got = self._slot_view(state, cycle, task, np.array([row]))
+        if got is None:  # a busy fitting GPU without a class: the per-node path
             return None
-        uniq = np.unique(cls[busy])
-        ok = self._class_ok(state, cycle, task, uniq, cls, rows)
-        at = np.searchsorted(uniq, np.maximum(cls, uniq[0]))
-        allowed: np.ndarray = (cand & ((counts == 0) | (busy & ok[at])))[0]
-        return allowed
+        return got[0].allowed.copy()
 
     def is_neutral(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> bool:
         # While an idle GPU fits, every admissible placement runs alone: nothing to rank.
-        return self._idle_somewhere(state, task) or super().is_neutral(state, task, rows)
+        if self._idle_somewhere(state, task):
+            return True
+        if (
+            _hints(state, "slot_class") is None
+            or not task.is_shared
+            or task.gpu_models
+            or state.arrays is None
+        ):
+            return super().is_neutral(state, task, rows)
+        cycle = self._cycle(state)
+        if self._shares_table(state, cycle, task, 0) is not None:
+            return True
+        # The real plugin's answer (no fitting GPU with residents) from the rows' views, which the
+        # score asks for next on the same rows when it is False (so computing them here asks no
+        # verdict the score would not).
+        got = self._slot_view(state, cycle, task, rows)
+        if got is None:
+            return super().is_neutral(state, task, rows)
+        return not any(view.busy for view in got)
 
     def score_rows(self, state: CycleState, task: TaskRequest, rows: np.ndarray) -> np.ndarray:
         if self._idle_somewhere(state, task):
@@ -608,27 +686,14 @@ class CachedInterference(InterferenceAware):
         if classes is None or not task.is_shared or task.gpu_models or state.arrays is None:
             return super().score_rows(state, task, rows)
         cycle = self._cycle(state)
-        cand, counts = self._candidates(state, cycle, task, rows)
-        if self._shares_table(state, cycle, task, int(counts.max(initial=0))) is not None:
+        # (Whether the shares table applies does not depend on the resident count.)
+        if self._shares_table(state, cycle, task, 0) is not None:
             return super().score_rows(state, task, rows)
-        # The real plugin's score (throughput of the best admissible fitting GPU, 1.0 alone, 0.0
-        # when none), on unchanged rows from the slot-class memo (see ``filter_rows``).
-        out = np.where(cand.any(axis=1), 1.0, 0.0)
-        need = np.flatnonzero((counts > 0).any(axis=1))
-        if not need.size:
-            return out
-        sub = rows[need]
-        busy = cand[need] & (counts[need] > 0)
-        cls = np.where(busy, self._row_classes(state, sub), -1)
-        if (cls[busy] < 0).any():
+        got = self._slot_view(state, cycle, task, rows)
+        if got is None:
             return super().score_rows(state, task, rows)
-        uniq = np.unique(cls[busy])
-        ok = self._class_ok(state, cycle, task, uniq, cls, sub)
-        at = np.searchsorted(uniq, np.maximum(cls, uniq[0]))
-        per_slot = np.where(busy & ok[at], self._last_thr[at], -np.inf)
-        per_slot = np.where(cand[need] & (counts[need] == 0), 1.0, per_slot)
-        best = per_slot.max(axis=1)
-        out[need] = np.where(np.isfinite(best), best, 0.0)
+        # The real plugin's score, on unchanged rows from the slot-class memo (see ``_slot_view``).
+        out = np.array([view.score for view in got])
         return out
 
     def score(self, state: CycleState, task: TaskRequest, node: Node) -> float:

@@ -266,7 +266,11 @@ class SimOffer(SimState):
     @staticmethod
     def _class(job: _Job) -> tuple[object, ...]:
         """What schedule()'s feasibility depends on for this job (see ``failed_classes``)."""
-        return (job.shape, job.type_idx if job.shared else -1, tuple(sorted(job.avoid)))
+        # Asked for every job the scan walks: kept on the job until ``avoid`` grows.
+        if job.class_at != len(job.avoid):
+            job.class_key = (job.shape, job.type_idx if job.shared else -1, tuple(sorted(job.avoid)))
+            job.class_at = len(job.avoid)
+        return job.class_key
 
     def _target_workload(self) -> TargetWorkload:
         """FGD's target workload M: the task shapes of every job arrived so far (what an online

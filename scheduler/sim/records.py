@@ -56,6 +56,8 @@ class _Job:
         "tenant_profile",
         "shape",
         "sizes",
+        "class_key",
+        "class_at",
     )
 
     def __init__(self, idx: int, trace: TraceJob, type_idx: int, mem_mib: int) -> None:
@@ -86,6 +88,10 @@ class _Job:
         self.tenant_profile: dict[str, float | str] = {}
         self.shape: tuple[tuple[int, int, int], ...] = ()
         self.sizes: tuple[int, ...] = ()  # whole-GPU task sizes, largest first
+        # ``SimOffer._class`` of the job and the size of ``avoid`` it was made for (a set that only
+        # grows; shape, type and sharing are fixed once the job is made).
+        self.class_key: tuple[object, ...] = ()
+        self.class_at = -1
 
 
 @dataclass

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -222,3 +223,57 @@ def test_the_gpu_admission_from_the_slot_class_memo_equals_the_per_node_verdicts
     assert compared
     # Both a refused GPU and an admitted one (idle or busy) came up.
     assert any((~c).any() for c in compared) and any(c.any() for c in compared)
+
+
+@pytest.mark.parametrize(("seed", "idle_first"), [(0, True), (1, True), (0, False)])
+def test_the_filter_score_and_neutrality_read_from_one_row_view_equal_the_per_node_answers(
+    by_types: None, seed: int, idle_first: bool
+) -> None:
+    # The filter, the neutrality check and the score of one placement share each row's view
+    # (``CachedInterference._slot_view``, kept per task and row version for the call): every answer
+    # they give is compared, in place, with the real plugin's per-node answer on the same rows.
+    cached = placement.CachedInterference
+    real = placement.InterferenceAware
+    saved = {
+        name: getattr(cached, name) for name in ("_admissible_rows", "score_rows", "is_neutral", "_slot_view")
+    }
+    compared = {"filter": 0, "score": 0, "neutral": 0}
+    reused = []
+
+    def admissible(self: Any, state: Any, cycle: Any, task: Any, rows: Any, cand: Any) -> np.ndarray:
+        got = saved["_admissible_rows"](self, state, cycle, task, rows, cand)
+        np.testing.assert_array_equal(got, real._admissible_rows(self, state, cycle, task, rows, cand))
+        compared["filter"] += 1
+        return got
+
+    def score(self: Any, state: Any, task: Any, rows: Any) -> np.ndarray:
+        got = saved["score_rows"](self, state, task, rows)
+        if not self._idle_somewhere(state, task):
+            np.testing.assert_array_equal(got, real.score_rows(self, state, task, rows))
+            compared["score"] += 1
+        return got
+
+    def neutral(self: Any, state: Any, task: Any, rows: Any) -> bool:
+        got = saved["is_neutral"](self, state, task, rows)
+        if not self._idle_somewhere(state, task):
+            assert got == real.is_neutral(self, state, task, rows)
+            compared["neutral"] += 1
+        return got
+
+    def view(self: Any, state: Any, cycle: Any, task: Any, rows: Any, busy_given: Any = None) -> Any:
+        memo = state.data.get("interference_slot_view", {})
+        version = state.arrays.version
+        reused.append(all((task.task_id, int(r), int(version[r])) in memo for r in rows.tolist()))
+        return saved["_slot_view"](self, state, cycle, task, rows, busy_given)
+
+    for name, fn in (("_admissible_rows", admissible), ("score_rows", score), ("is_neutral", neutral)):
+        setattr(cached, name, fn)
+    cached._slot_view = view  # type: ignore[method-assign]
+    try:
+        _run(_jobs(120, seed), cached=True, idle_first=idle_first)
+    finally:
+        for name, fn in saved.items():
+            setattr(cached, name, fn)
+    assert all(compared.values()), compared
+    # Some answers came from views an earlier step of the same placement made.
+    assert any(reused) and not all(reused)
