@@ -10,6 +10,7 @@ import platform as host_platform
 import statistics
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 from django.conf import settings
@@ -97,3 +98,104 @@ def manage(env: dict[str, str], *args: str, timeout: float = 300) -> str:
     if done.returncode != 0:
         raise CommandError(f"manage.py {args[0]} failed: {done.stderr.strip()[-2000:]}")
     return done.stdout
+
+
+def _role(argv: list[str]) -> str:
+    """Which part of ``runplatform`` a process is, from its command line."""
+    programs = {Path(arg).name for arg in argv}  # "-m celery" or a celery script, not a word in an argument
+    if "gunicorn" in programs:
+        return "web"
+    if "celery" in programs:
+        if "beat" in argv:
+            return "beat"
+        if "-n" in argv and argv.index("-n") + 1 < len(argv):
+            return "worker-" + argv[argv.index("-n") + 1].split("@")[0]
+        return "worker"
+    return "supervisor"
+
+
+def _tree(root: int | None) -> list[tuple[list[str], float, int, float]]:
+    """(command line, user + system CPU seconds, niceness, seconds waited for a core) of ``root`` and every live process below
+    it (runplatform's children run in sessions of their own, so the parent links are what ties them
+    to it); empty without a root or without /proc. A process that exited meanwhile is not there."""
+    proc = Path("/proc")
+    if root is None or not proc.is_dir():
+        return []
+    ticks = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    found: dict[int, tuple[list[str], float, int]] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            raw = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        # Fields after the command name in parentheses (which may hold spaces): state, ppid, ...;
+        # utime, stime and nice are fields 14, 15 and 19 of proc(5).
+        fields = stat[stat.rindex(")") + 2 :].split()
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        argv = [arg.decode(errors="replace") for arg in raw.split(b"\0") if arg]
+        found[pid] = (argv, (int(fields[11]) + int(fields[12])) / ticks, int(fields[16]))
+    below: list[tuple[list[str], float, int, float]] = []
+    for pid, row in found.items():
+        ancestor, hops = pid, 0
+        while ancestor not in (root, 0, 1) and ancestor in parents and hops < 64:
+            ancestor, hops = parents[ancestor], hops + 1
+        if ancestor == root:
+            below.append((*row[:3], _run_queue_wait_s(pid)))
+    return below
+
+
+def _run_queue_wait_s(pid: int) -> float:
+    """Seconds the threads of ``pid`` have spent runnable but waiting for a core (schedstat's second
+    field, nanoseconds; 0.0 where the kernel does not keep it)."""
+    waited = 0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return 0.0
+    for task in tasks:
+        try:
+            waited += int((task / "schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return waited / 1e9
+
+
+def tree_cpu_seconds(root: int | None) -> dict[str, float]:
+    """CPU seconds of ``root``'s process tree (see ``_tree``), by role."""
+    seconds: dict[str, float] = defaultdict(float)
+    for argv, cpu, _, _ in _tree(root):
+        seconds[_role(argv)] += cpu
+    return dict(seconds)
+
+
+def tree_wait_seconds(root: int | None) -> dict[str, float]:
+    """Seconds ``root``'s process tree (see ``_tree``) spent runnable but waiting for a core, by role:
+    the queueing for CPU that a latency under load is made of."""
+    seconds: dict[str, float] = defaultdict(float)
+    for argv, _, _, waited in _tree(root):
+        seconds[_role(argv)] += waited
+    return dict(seconds)
+
+
+def tree_niceness(root: int | None) -> dict[str, int]:
+    """The niceness of each role in ``root``'s process tree (the largest where a role has several)."""
+    nice: dict[str, int] = {}
+    for argv, _, value, _ in _tree(root):
+        nice[_role(argv)] = max(value, nice.get(_role(argv), value))
+    return dict(sorted(nice.items()))
+
+
+def cpu_split(
+    before: dict[str, float], after: dict[str, float], clients_s: float, requests: int
+) -> dict[str, float]:
+    """CPU seconds per role between two samples, the clients' own, and the web tier's per request."""
+    roles = {role: round(after[role] - before.get(role, 0.0), 2) for role in sorted(after)}
+    split: dict[str, float] = {**roles, "clients": round(clients_s, 2)}
+    if "web" in roles and requests:
+        split["web_ms_per_request"] = round(roles["web"] / requests * 1000, 2)
+    return split

@@ -43,7 +43,16 @@ from urllib.parse import urlparse
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from jobs.management.commands._measure import commit, latency_summary_ms, manage, platform_env
+from jobs.management.commands._measure import (
+    commit,
+    cpu_split,
+    latency_summary_ms,
+    manage,
+    platform_env,
+    tree_cpu_seconds,
+    tree_niceness,
+    tree_wait_seconds,
+)
 
 MIX = [
     ("list", 40),
@@ -176,6 +185,18 @@ class Command(BaseCommand):
             help="start the platform on this database (PostgreSQL) instead of the embedded SQLite",
         )
         parser.add_argument("--redis-url", default="", help="with --database-url: Redis as broker and cache")
+        parser.add_argument(
+            "--background-nice",
+            type=int,
+            default=None,
+            help="passed to runplatform (niceness of its background workers; default: runplatform's)",
+        )
+        parser.add_argument(
+            "--web-workers",
+            type=int,
+            default=0,
+            help="passed to runplatform (gunicorn workers; 0: its default)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["clients"] < 1 or options["duration"] <= 0:
@@ -195,9 +216,14 @@ class Command(BaseCommand):
                 tmp = tempfile.TemporaryDirectory(prefix="loadtest-")
                 var = Path(tmp.name) / "var"
                 url, tokens, image, team, platform_process = self._start_embedded(
-                    var, options["clients"], options["database_url"], options["redis_url"]
+                    var,
+                    options["clients"],
+                    options["database_url"],
+                    options["redis_url"],
+                    platform_args=self._platform_args(options),
                 )
-            result = self._run(url, tokens, image, team, options)
+            root = platform_process.pid if platform_process is not None else None
+            result = self._run(url, tokens, image, team, options, root=root)
             if var is None:
                 result["target"] = url
             elif options["database_url"]:
@@ -238,8 +264,23 @@ class Command(BaseCommand):
     def _manage(self, env: dict[str, str], *args: str) -> str:
         return manage(env, *args)
 
+    @staticmethod
+    def _platform_args(options: dict[str, Any]) -> list[str]:
+        """The levers of runplatform a run sets; what it leaves out is runplatform's default."""
+        args: list[str] = []
+        if options.get("background_nice") is not None:
+            args += ["--background-nice", str(options["background_nice"])]
+        if options.get("web_workers"):
+            args += ["--web-workers", str(options["web_workers"])]
+        return args
+
     def _start_embedded(
-        self, var: Path, clients: int, database_url: str = "", redis_url: str = ""
+        self,
+        var: Path,
+        clients: int,
+        database_url: str = "",
+        redis_url: str = "",
+        platform_args: list[str] | None = None,
     ) -> tuple[str, list[str], int, int, subprocess.Popen[bytes]]:
         var.mkdir(parents=True)
         env = self._env(var, database_url, redis_url)
@@ -250,7 +291,15 @@ class Command(BaseCommand):
         port = _free_port()
         log = open(var / "platform.log", "wb")  # noqa: SIM115  (closed with the process)
         process = subprocess.Popen(
-            [sys.executable, "manage.py", "runplatform", "--no-seed", "--port", str(port)],
+            [
+                sys.executable,
+                "manage.py",
+                "runplatform",
+                "--no-seed",
+                "--port",
+                str(port),
+                *(platform_args or []),
+            ],
             cwd=settings.BASE_DIR,
             env=env,
             stdout=log,
@@ -284,7 +333,13 @@ class Command(BaseCommand):
     # ------------------------------------------------------------------ the load
 
     def _run(
-        self, url: str, tokens: list[str], image: int, team: int | None, options: dict[str, Any]
+        self,
+        url: str,
+        tokens: list[str],
+        image: int,
+        team: int | None,
+        options: dict[str, Any],
+        root: int | None = None,
     ) -> dict[str, Any]:
         parsed = urlparse(url)
         host, port = parsed.hostname or "127.0.0.1", parsed.port or 80
@@ -310,6 +365,15 @@ class Command(BaseCommand):
         ]
         for client in clients:
             client.start()
+        # CPU of the platform's processes (web, workers, beat) and of these clients over the measured
+        # window only: what each part of the box took while the latencies were measured.
+        time.sleep(max(0.0, measure_from - time.monotonic()))
+        cpu_before, clients_before = tree_cpu_seconds(root), time.process_time()
+        waited_before = tree_wait_seconds(root)
+        time.sleep(max(0.0, stop_at - time.monotonic()))
+        cpu_after, clients_after = tree_cpu_seconds(root), time.process_time()
+        waited_after = tree_wait_seconds(root)
+        niceness = tree_niceness(root)
         for client in clients:
             client.join()
         # Keep only requests that started after the warm-up.
@@ -344,6 +408,8 @@ class Command(BaseCommand):
                 "think_time_s": float(options["think_time"]),
                 "mix_percent": dict(MIX),
                 "web": "gunicorn (runplatform default)",
+                # runplatform's levers as this run set them (absent: runplatform's defaults).
+                "platform_args": self._platform_args(options),
                 "database": "PostgreSQL" if options["database_url"] else "SQLite, WAL",
                 # Connections per web process kept in a pool (config.env.database_from_url); 0 = a new
                 # one per request. The platform started here reads the same environment variable.
@@ -357,6 +423,13 @@ class Command(BaseCommand):
             "latency": {"all": latency_summary_ms(everything)}
             | {kind: latency_summary_ms(values) for kind, values in sorted(by_kind.items())},
             "status_counts": dict(sorted(statuses.items())),
+            "niceness": niceness,
+            # Seconds each role was runnable but waited for a core during the measured window.
+            "run_queue_wait_s": {
+                role: round(waited_after[role] - waited_before.get(role, 0.0), 2)
+                for role in sorted(waited_after)
+            },
+            "cpu_s": cpu_split(cpu_before, cpu_after, clients_after - clients_before, len(everything)),
             "errors": {"total": sum(transport.values()) + sum(server.values()), **transport, **server},
             "client_errors": client_errors,
         }

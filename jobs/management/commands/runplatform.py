@@ -8,6 +8,7 @@ a half-running platform is worse than none.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -16,15 +17,29 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 GRACE_S = 10.0
+# Background work that may wait for a core while a person waits for an answer: the scheduling cycle,
+# the status sync, the reconciler and beat. The bind worker keeps the web tier's priority: the local
+# backend's jobs are its descendants and would inherit a lowered one.
+BACKGROUND = ("worker-cycle", "worker-sync", "worker-reconcile", "beat")
+BACKGROUND_NICE = 10
+
+
+def background_priority(name: str, increment: int) -> Callable[[], object] | None:
+    """What lowers child ``name``'s CPU priority by ``increment`` before it runs, or None where it
+    keeps the supervisor's (the web tier, the bind worker, or an increment of 0)."""
+    if name not in BACKGROUND or increment <= 0:
+        return None
+    return functools.partial(os.nice, increment)
 
 
 class Command(BaseCommand):
@@ -46,8 +61,17 @@ class Command(BaseCommand):
             help="gunicorn worker processes (default: 2 x CPU cores + 1, at most 9)",
         )
         parser.add_argument("--no-seed", action="store_true", help="skip seed_demo")
+        parser.add_argument(
+            "--background-nice",
+            type=int,
+            default=BACKGROUND_NICE,
+            help="niceness added to the cycle, sync and reconcile workers and beat, so API requests get "
+            "a core first when both want one (0: the web tier's priority)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not 0 <= options["background_nice"] <= 19:
+            raise CommandError("--background-nice must be 0-19")
         root = Path(settings.BASE_DIR)
         self._prepare_dirs()
         call_command("migrate", interactive=False, verbosity=0)
@@ -79,7 +103,13 @@ class Command(BaseCommand):
         try:
             for name, command in commands.items():
                 # Own session: a terminal's Ctrl-C hits only us; we stop the children in order.
-                self.children[name] = subprocess.Popen(command, cwd=root, env=env, start_new_session=True)
+                self.children[name] = subprocess.Popen(
+                    command,
+                    cwd=root,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=background_priority(name, options["background_nice"]),  # noqa: PLW1509
+                )
             self._announce(url)
             self._supervise()
         finally:
