@@ -44,10 +44,6 @@ TAIL_POINTS = 20
 # Ratio of the geometric grid order_statistic_ends dates ends on (its docstring): within 5 % of an
 # end's time left, against the 25 % goal.
 END_GRID = 0.1
-# RuntimeHistory(calibrate=True): times of each completed run's life it is re-estimated at, and the
-# estimates of a kind needed before its factor is used (RuntimeHistory.factors).
-CALIBRATION_POINTS = 4
-CALIBRATION_MIN = 10
 
 
 @dataclass(frozen=True)
@@ -181,29 +177,13 @@ class RuntimeHistory:
     pools is expected to run as long again (``elapsed``, a ``guess``: the median remaining life of a
     Pareto tail of index 1). Without ``conditional``: ``max(0, median(d) - elapsed)`` of the first
     non-empty pool, with no guard (the baseline the benchmark compares against).
-
-    ``calibrate`` (off by default; not used by the platform or the benchmark's estimators): every
-    conditional estimate is scaled by the factor ``factors()`` backtests on the completed runs for
-    its source and kind (pool, thin pool, tail). Measured in docs/benchmarks.md section 13: better
-    on ITP cluster 06, worse on Philly, so not adopted.
     """
 
-    def __init__(
-        self,
-        window: int = 50,
-        *,
-        conditional: bool = True,
-        min_runs: int = MIN_RUNS,
-        calibrate: bool = False,
-    ) -> None:
+    def __init__(self, window: int = 50, *, conditional: bool = True, min_runs: int = MIN_RUNS) -> None:
         self.window = window
         self.conditional = conditional
         self.min_runs = max(1, min_runs)
-        self.calibrate = calibrate and conditional
         self.pools: dict[Hashable, list[float]] = {}
-        # Latest completed runs with their pool keys (the backtest of ``calibrate``), oldest first.
-        self._done: list[tuple[tuple[Hashable, ...], float]] = []
-        self._factors: dict[tuple[str, str], float] | None = None
 
     @staticmethod
     def _keys(team: str, gpus: int, user: Hashable, shape: Hashable) -> list[tuple[Hashable, str]]:
@@ -218,15 +198,10 @@ class RuntimeHistory:
         self, team: str, gpus: int, seconds: float, *, user: Hashable = None, shape: Hashable = None
     ) -> None:
         """Record a completed run (``user``/``shape``: see the class docstring)."""
-        keys = self._keys(team, gpus, user, shape)
-        for key, _ in keys:
+        for key, _ in self._keys(team, gpus, user, shape):
             pool = self.pools.setdefault(key, [])
             pool.append(seconds)
             del pool[: max(0, len(pool) - self.window)]
-        if self.calibrate:
-            self._done.append((tuple(k for k, _ in keys), seconds))
-            del self._done[: max(0, len(self._done) - self.window)]
-            self._factors = None
 
     def remaining(
         self,
@@ -261,67 +236,21 @@ class RuntimeHistory:
         thin-pool guard of the class docstring), or, for a job that outlived every run, the
         quantiles of the Pareto tail of index 1, ``elapsed q / (1 - q)`` for q = 1/20 ... 19/20
         (median: ``elapsed``); None when nothing is known."""
-        found, source, kind = self._remainders(self._keys(team, gpus, user, shape), elapsed)
-        if found is None or not self.calibrate:
-            return found, source
-        factor = self.factors().get((source, kind), 1.0)
-        return [r * factor for r in found], source
-
-    def _remainders(
-        self,
-        keys: Sequence[tuple[Hashable, str]],
-        elapsed: float,
-        left_out: tuple[Collection[Hashable], float] | None = None,
-    ) -> tuple[list[float] | None, str, str]:
-        """``remainders`` uncalibrated, with its kind: ``pool`` (at least ``min_runs`` survivors),
-        ``thin`` (the pool with the most survivors) or ``tail`` (the Pareto tail). ``left_out``: (the
-        pool keys of a completed run, its seconds), one run left out of those pools (the backtest)."""
         best: tuple[list[float], str] | None = None  # the most survivors so far (thin pools)
-        for key, source in keys:
+        for key, source in self._keys(team, gpus, user, shape):
             pool = self.pools.get(key)
             if not pool:
                 continue
             beyond = [d - elapsed for d in pool if d > elapsed]
-            if left_out is not None and key in left_out[0] and left_out[1] in pool:
-                beyond.remove(left_out[1] - elapsed)
             if len(beyond) >= self.min_runs:
-                return sorted(beyond), source, "pool"
+                return sorted(beyond), source
             if beyond and (best is None or len(beyond) > len(best[0])):
                 best = (beyond, source)
         if best is not None:
-            return sorted(best[0]), best[1], "thin"
+            return sorted(best[0]), best[1]
         if elapsed > 0 and self.pools:
-            return [elapsed * i / (TAIL_POINTS - i) for i in range(1, TAIL_POINTS)], "guess", "tail"
-        return None, "guess", "none"
-
-    def factors(self) -> dict[tuple[str, str], float]:
-        """Calibration factors by (source, kind) of ``_remainders`` (``calibrate``), backtested on
-        the latest ``window`` completed runs: each run, left out of its pools, is estimated at
-        ``CALIBRATION_POINTS`` evenly spaced times of its life (a running job is estimated at every
-        refresh, so evenly over its life), and the factor of a kind is the median of the true time
-        left over the estimated median, each run weighted by its length (a longer run is seen at
-        more refreshes); 1 with fewer than ``CALIBRATION_MIN`` estimates of the kind."""
-        if self._factors is not None:
-            return self._factors
-        ratios: dict[tuple[str, str], list[tuple[float, float]]] = {}
-        for pool_keys, seconds in self._done:
-            keys = [(k, "guess" if k is None else "history") for k in pool_keys]
-            for i in range(CALIBRATION_POINTS):
-                elapsed = seconds * (i + 0.5) / CALIBRATION_POINTS
-                found, source, kind = self._remainders(keys, elapsed, (pool_keys, seconds))
-                if not found:
-                    continue
-                estimated = _median(found)
-                if estimated > 0:
-                    ratios.setdefault((source, kind), []).append(
-                        (math.log((seconds - elapsed) / estimated), seconds)
-                    )
-        self._factors = {
-            kind: math.exp(_weighted_median(found))
-            for kind, found in ratios.items()
-            if len(found) >= CALIBRATION_MIN
-        }
-        return self._factors
+            return [elapsed * i / (TAIL_POINTS - i) for i in range(1, TAIL_POINTS)], "guess"
+        return None, "guess"
 
 
 def order_statistic_ends(
@@ -383,18 +312,6 @@ def _on_grid(seconds: float, resolution: float) -> float:
     if resolution <= 0 or seconds <= 1.0:
         return seconds
     return (1.0 + resolution) ** round(math.log(seconds) / math.log1p(resolution))
-
-
-def _weighted_median(pairs: list[tuple[float, float]]) -> float:
-    """The median of the values of (value, weight) pairs, each counted by its weight."""
-    ordered = sorted(pairs)
-    half = sum(w for _, w in ordered) / 2.0
-    acc = 0.0
-    for value, weight in ordered:
-        acc += weight
-        if acc >= half:
-            return value
-    return ordered[-1][0]
 
 
 def _median(values: list[float]) -> float:
