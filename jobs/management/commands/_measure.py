@@ -16,6 +16,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import CommandError
 
+from accounts.models import Team
+from quotas.models import Quota
+
 
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile; 0.0 for no values (a run that measured nothing reports zeros)."""
@@ -199,3 +202,17 @@ def cpu_split(
     if "web" in roles and requests:
         split["web_ms_per_request"] = round(roles["web"] / requests * 1000, 2)
     return split
+
+
+def unlimited_quota(team: Team, *, guaranteed_gpu_milli: int) -> None:
+    """Room for everything: a benchmark measures answers and cycles, not quota refusals."""
+    Quota.objects.update_or_create(
+        team=team,
+        defaults={
+            "max_gpu_milli": 10**9,
+            "per_user_gpu_milli": 10**9,
+            "max_concurrent_jobs": 10**6,
+            "gpu_hours_per_month": 10.0**12,
+            "guaranteed_gpu_milli": guaranteed_gpu_milli,
+        },
+    )

@@ -45,12 +45,17 @@ from rest_framework.test import APIClient
 from accounts.models import Membership, Role, Team
 from accounts.services import token_create
 from images.models import JobImage
-from jobs.management.commands._measure import latency_summary_ms, manage, platform_env, provenance
+from jobs.management.commands._measure import (
+    latency_summary_ms,
+    manage,
+    platform_env,
+    provenance,
+    unlimited_quota,
+)
 from jobs.models import Job, Task
 from jobs.services import job_submit, job_transition
 from jobs.specs import JobSpec
 from jobs.states import JobStatus
-from quotas.models import Quota
 from scheduler.backends.simulated import SimulatedBackend
 
 KINDS = ("list50", "list20", "detail", "submit")
@@ -162,17 +167,7 @@ class Command(BaseCommand):
 
     def _tenant(self, clients: int) -> tuple[Team, JobImage, list[tuple[Any, APIClient]]]:
         team = Team.objects.create(slug=f"bench-api-{int(time.time())}", name="API benchmark")
-        # Room for everything: the benchmark measures answers, not quota refusals.
-        Quota.objects.update_or_create(
-            team=team,
-            defaults={
-                "max_gpu_milli": 10**9,
-                "per_user_gpu_milli": 10**9,
-                "max_concurrent_jobs": 10**6,
-                "gpu_hours_per_month": 10.0**12,
-                "guaranteed_gpu_milli": 0,
-            },
-        )
+        unlimited_quota(team, guaranteed_gpu_milli=0)
         image, _ = JobImage.objects.get_or_create(name="bench-api", tag="cuda", defaults={"is_active": True})
         users: list[tuple[Any, APIClient]] = []
         for i in range(clients):

@@ -47,12 +47,11 @@ from django.test import override_settings
 from accounts.models import Membership, Role, Team
 from images.models import JobImage
 from jobs import binding, scheduling
-from jobs.management.commands._measure import commit, median, percentile
+from jobs.management.commands._measure import commit, median, percentile, unlimited_quota
 from jobs.models import Job
 from jobs.services import job_cancel, job_submit
 from jobs.specs import JobSpec
 from jobs.states import JobStatus
-from quotas.models import Quota
 from scheduler.backends.simulated import SimulatedBackend
 
 ACTIVE = [
@@ -202,17 +201,8 @@ class Command(BaseCommand):
     def _tenant(self) -> tuple[Any, Team, JobImage]:
         slug = f"bench-{int(time.time())}"
         team = Team.objects.create(slug=slug, name="Platform benchmark")
-        # Room for everything and all guaranteed: the benchmark measures the cycle, not quota refusals.
-        Quota.objects.update_or_create(
-            team=team,
-            defaults={
-                "max_gpu_milli": 10**9,
-                "per_user_gpu_milli": 10**9,
-                "max_concurrent_jobs": 10**6,
-                "gpu_hours_per_month": 10.0**12,
-                "guaranteed_gpu_milli": 10**9,
-            },
-        )
+        # All guaranteed as well: the cycle's cohort gate must not hold anything back.
+        unlimited_quota(team, guaranteed_gpu_milli=10**9)
         user = get_user_model().objects.create(username=slug)
         Membership.objects.create(user=user, team=team, role=Role.MEMBER)
         image, _ = JobImage.objects.get_or_create(
