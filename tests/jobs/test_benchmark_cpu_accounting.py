@@ -12,9 +12,7 @@ import time
 from jobs.management.commands._measure import (
     _role,
     cpu_split,
-    tree_cpu_seconds,
-    tree_niceness,
-    tree_wait_seconds,
+    role_usage,
 )
 
 
@@ -46,11 +44,15 @@ def test_a_grandchild_in_a_session_of_its_own_is_counted_under_the_root() -> Non
         seconds: dict[str, float] = {}
         while time.monotonic() < deadline and seconds.get("beat", 0.0) < 0.25:
             time.sleep(0.2)
-            seconds = tree_cpu_seconds(root.pid)
+            seconds = {role: usage.cpu_s for role, usage in role_usage(root.pid).items()}
         assert seconds.get("beat", 0.0) >= 0.25
         assert "supervisor" in seconds  # the root itself
-        assert tree_niceness(root.pid) == {"beat": min(19, os.nice(0) + 2), "supervisor": os.nice(0)}
-        waited = tree_wait_seconds(root.pid)
+        usage = role_usage(root.pid)
+        assert {role: u.nice for role, u in usage.items()} == {
+            "beat": min(19, os.nice(0) + 2),
+            "supervisor": os.nice(0),
+        }
+        waited = {role: u.waited_s for role, u in usage.items()}
         assert set(waited) == {"beat", "supervisor"} and all(value >= 0 for value in waited.values())
     finally:
         os.kill(grandchild_pid, signal.SIGKILL)
@@ -61,4 +63,4 @@ def test_a_grandchild_in_a_session_of_its_own_is_counted_under_the_root() -> Non
 def test_cpu_split_is_the_difference_per_role_with_the_web_tier_per_request() -> None:
     split = cpu_split({"web": 1.0, "beat": 0.5}, {"web": 3.0, "beat": 0.5, "worker-cycle": 1.0}, 0.4, 100)
     assert split == {"beat": 0.0, "web": 2.0, "worker-cycle": 1.0, "clients": 0.4, "web_ms_per_request": 20.0}
-    assert tree_cpu_seconds(None) == {}
+    assert role_usage(None) == {}

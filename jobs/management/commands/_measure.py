@@ -10,8 +10,8 @@ import platform as host_platform
 import statistics
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
+from typing import NamedTuple
 
 from django.conf import settings
 from django.core.management.base import CommandError
@@ -168,29 +168,24 @@ def _run_queue_wait_s(pid: int) -> float:
     return waited / 1e9
 
 
-def tree_cpu_seconds(root: int | None) -> dict[str, float]:
-    """CPU seconds of ``root``'s process tree (see ``_tree``), by role."""
-    seconds: dict[str, float] = defaultdict(float)
-    for argv, cpu, _, _ in _tree(root):
-        seconds[_role(argv)] += cpu
-    return dict(seconds)
+class RoleUsage(NamedTuple):
+    """What one role of ``root``'s process tree has used so far: CPU seconds (user + system), seconds
+    runnable but waiting for a core (the queueing a latency under load is made of), and its niceness
+    (the largest where a role has several processes)."""
+
+    cpu_s: float
+    waited_s: float
+    nice: int
 
 
-def tree_wait_seconds(root: int | None) -> dict[str, float]:
-    """Seconds ``root``'s process tree (see ``_tree``) spent runnable but waiting for a core, by role:
-    the queueing for CPU that a latency under load is made of."""
-    seconds: dict[str, float] = defaultdict(float)
-    for argv, _, _, waited in _tree(root):
-        seconds[_role(argv)] += waited
-    return dict(seconds)
-
-
-def tree_niceness(root: int | None) -> dict[str, int]:
-    """The niceness of each role in ``root``'s process tree (the largest where a role has several)."""
-    nice: dict[str, int] = {}
-    for argv, _, value, _ in _tree(root):
-        nice[_role(argv)] = max(value, nice.get(_role(argv), value))
-    return dict(sorted(nice.items()))
+def role_usage(root: int | None) -> dict[str, RoleUsage]:
+    """``root``'s process tree (see ``_tree``) by role, read in one walk of /proc."""
+    usage: dict[str, RoleUsage] = {}
+    for argv, cpu, nice, waited in _tree(root):
+        role = _role(argv)
+        seen = usage.get(role, RoleUsage(0.0, 0.0, nice))
+        usage[role] = RoleUsage(seen.cpu_s + cpu, seen.waited_s + waited, max(seen.nice, nice))
+    return dict(sorted(usage.items()))
 
 
 def cpu_split(

@@ -49,9 +49,7 @@ from jobs.management.commands._measure import (
     latency_summary_ms,
     manage,
     platform_env,
-    tree_cpu_seconds,
-    tree_niceness,
-    tree_wait_seconds,
+    role_usage,
 )
 
 MIX = [
@@ -368,12 +366,9 @@ class Command(BaseCommand):
         # CPU of the platform's processes (web, workers, beat) and of these clients over the measured
         # window only: what each part of the box took while the latencies were measured.
         time.sleep(max(0.0, measure_from - time.monotonic()))
-        cpu_before, clients_before = tree_cpu_seconds(root), time.process_time()
-        waited_before = tree_wait_seconds(root)
+        before, clients_before = role_usage(root), time.process_time()
         time.sleep(max(0.0, stop_at - time.monotonic()))
-        cpu_after, clients_after = tree_cpu_seconds(root), time.process_time()
-        waited_after = tree_wait_seconds(root)
-        niceness = tree_niceness(root)
+        after, clients_after = role_usage(root), time.process_time()
         for client in clients:
             client.join()
         # Keep only requests that started after the warm-up.
@@ -423,13 +418,18 @@ class Command(BaseCommand):
             "latency": {"all": latency_summary_ms(everything)}
             | {kind: latency_summary_ms(values) for kind, values in sorted(by_kind.items())},
             "status_counts": dict(sorted(statuses.items())),
-            "niceness": niceness,
+            "niceness": {role: usage.nice for role, usage in after.items()},
             # Seconds each role was runnable but waited for a core during the measured window.
             "run_queue_wait_s": {
-                role: round(waited_after[role] - waited_before.get(role, 0.0), 2)
-                for role in sorted(waited_after)
+                role: round(usage.waited_s - (before[role].waited_s if role in before else 0.0), 2)
+                for role, usage in after.items()
             },
-            "cpu_s": cpu_split(cpu_before, cpu_after, clients_after - clients_before, len(everything)),
+            "cpu_s": cpu_split(
+                {role: usage.cpu_s for role, usage in before.items()},
+                {role: usage.cpu_s for role, usage in after.items()},
+                clients_after - clients_before,
+                len(everything),
+            ),
             "errors": {"total": sum(transport.values()) + sum(server.values()), **transport, **server},
             "client_errors": client_errors,
         }
