@@ -15,7 +15,10 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_application = get_asgi_application()
 
+from config.web_process_gc import tune_web_process_gc  # noqa: E402
 from workspaces.proxy import is_workspace_path, workspace_proxy  # noqa: E402 (needs Django set up)
+
+tune_web_process_gc()  # after every import above: they are the start-up heap it freezes
 
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
