@@ -163,6 +163,9 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 SCHEDULE_INTERVAL_SECONDS = env_float("SCHEDULE_INTERVAL_SECONDS", 3.0)
+# Least time between the starts of two triggered cycles: submits arriving faster are scheduled together
+# (jobs.dispatch); 0 = a cycle per trigger.
+SCHEDULE_MIN_SPACING_SECONDS = env_float("SCHEDULE_MIN_SPACING_SECONDS", 0.5)
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 5.0)
 # One queue name for producers and workers; tests run an isolated worker on a queue of their own.
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "celery")

@@ -18,3 +18,6 @@ CACHES = {
     "throttle": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"},
 }
 THROTTLE_CACHE = "throttle"
+# Triggered cycles go out at once in tests (a test's cycle follows its submit); the spacing itself is
+# tested with the setting overridden (tests/jobs/test_cycle_spacing.py).
+SCHEDULE_MIN_SPACING_SECONDS = env_float("SCHEDULE_MIN_SPACING_SECONDS", 0.0)  # noqa: F405
