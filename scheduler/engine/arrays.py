@@ -81,6 +81,10 @@ class ClusterArrays:
     # Derived per-row values that plugins memoise, stamped with ``version`` (e.g. the fragment terms
     # of ``scheduler.frag.fragmentation``); they live and die with these arrays.
     memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    # How many times a row's ``version`` was bumped (``refresh_row``, ``apply`` and the placement
+    # engine's admission mask): a stamp of the whole cluster state, equal to ``version.sum()`` less
+    # its value at creation, without a reduction over every row (plugins key memos with it).
+    writes: int = field(default=0, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -158,6 +162,7 @@ class ClusterArrays:
         self.schedulable[row] = node.schedulable
         self.tags[row] = tags
         self.version[row] += 1
+        self.writes += 1
 
     def take(self, rows: Sequence[int] | np.ndarray) -> ClusterArrays:
         """New arrays of ``rows`` (in that order), equal to ``from_nodes`` of those nodes with their
@@ -223,3 +228,4 @@ class ClusterArrays:
         if tag >= 0:
             self.tags[row, tag] += sign
         self.version[row] += 1
+        self.writes += 1

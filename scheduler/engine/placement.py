@@ -276,6 +276,7 @@ class PlacementEngine:
         arrays.gpu_free[row, hidden] = 0
         # New versions before and after, so nothing memoised from the masked row outlives the call.
         arrays.version[row] += 1
+        arrays.writes += 1
         node = self.nodes[row] if self.nodes is not None else None
         saved_used = [node.gpus[int(g)].used_milli for g in hidden] if node is not None else []
         if node is not None:
@@ -286,6 +287,7 @@ class PlacementEngine:
         finally:
             arrays.gpu_free[row, hidden] = saved_free
             arrays.version[row] += 1
+            arrays.writes += 1
             if node is not None:
                 for g, used in zip(hidden, saved_used, strict=True):
                     node.gpus[int(g)].used_milli = used

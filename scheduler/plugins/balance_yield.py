@@ -4,6 +4,7 @@ leaving the empty nodes gang tasks need alone (math: ``scheduler.frag.lookahead`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 
 import numpy as np
@@ -13,8 +14,11 @@ from scheduler.engine.row_adapters import RowScoreMixin
 from scheduler.frag.balance_terms import balance_terms
 from scheduler.frag.lookahead import M_ZERO, clip, empty_rows, gang_reserved_sizes, multi_gpu_share
 from scheduler.framework import CycleState
-from scheduler.model import Node, TaskRequest
+from scheduler.model import GPU_MILLI, Node, TaskRequest
 from scheduler.plugin_registry import register
+
+# ``score_rows`` scores up to this many rows in plain Python (``BalanceYield._score_small``).
+SMALL_ROWS = 16
 
 
 @register("balance_yield")
@@ -55,6 +59,8 @@ class BalanceYield(RowScoreMixin):
         scale = self._scale(state)
         if scale <= 0:
             return np.zeros(len(rows))
+        if rows.size <= SMALL_ROWS:
+            return self._score_small(state, task, rows, scale)
         imbalance, _ = balance_terms(state.arrays, task, rows, similarity=False)
         score = scale * clip(100.0 * (1.0 - imbalance), 0.0, 100.0)
         reserved = self._reserved(state)
@@ -63,6 +69,48 @@ class BalanceYield(RowScoreMixin):
         arrays: ClusterArrays = state.arrays
         mark = empty_rows(arrays, rows) & np.isin(arrays.gpu_count[rows], reserved)
         return np.where(mark, -1.0 - score, score)
+
+    def _score_small(
+        self, state: CycleState, task: TaskRequest, rows: np.ndarray, scale: float
+    ) -> np.ndarray:
+        """``score_rows`` in plain Python over a few rows (a placement is offered a handful): the
+        same IEEE operations in the same order as ``balance_terms`` and NumPy's ``std`` along the
+        three (two) resources, which adds them one after another, so the same values to the bit
+        (``tests/scheduler/plugins/test_balance_yield_small.py``)."""
+        arrays: ClusterArrays = state.arrays
+        cpu_cap = arrays.cpu_cap[rows].tolist()
+        cpu_free = arrays.cpu_free[rows].tolist()
+        mem_cap = arrays.mem_cap[rows].tolist()
+        mem_free = arrays.mem_free[rows].tolist()
+        count = arrays.gpu_count[rows].tolist()
+        free = arrays.gpu_free[rows].tolist()
+        exists = arrays.gpu_exists[rows].tolist()
+        reserved = self._reserved(state)
+        cpu_req, mem_req, gpu_req = task.cpu_milli, task.memory_mib, task.total_gpu_milli
+        out: list[float] = []
+        for cc, cf, mc, mf, n, fr, ex in zip(
+            cpu_cap, cpu_free, mem_cap, mem_free, count, free, exists, strict=True
+        ):
+            c_cap = float(max(cc, 1))
+            m_cap = float(max(mc, 1))
+            a = (cc - cf) / c_cap + cpu_req / c_cap
+            b = (mc - mf) / m_cap + mem_req / m_cap
+            idle = sum(f for f, e in zip(fr, ex, strict=True) if e)
+            if n > 0:
+                g_cap = float(max(n * GPU_MILLI, 1))
+                c = sum(GPU_MILLI - f for f, e in zip(fr, ex, strict=True) if e) / g_cap + gpu_req / g_cap
+                mean = (a + b + c) / 3
+                da, db, dc = a - mean, b - mean, c - mean
+                imbalance = math.sqrt((da * da + db * db + dc * dc) / 3)
+            else:
+                mean = (a + b) / 2
+                da, db = a - mean, b - mean
+                imbalance = math.sqrt((da * da + db * db) / 2)
+            score = scale * min(max(100.0 * (1.0 - imbalance), 0.0), 100.0)
+            if reserved and n > 0 and idle == n * GPU_MILLI and cf == cc and n in reserved:
+                score = -1.0 - score
+            out.append(score)
+        return np.array(out, dtype=float)
 
     def normalize_rows(self, scores: np.ndarray) -> np.ndarray:
         """Reserved rows (marked negative) get the lowest other score, or their own if all are."""
