@@ -11,9 +11,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "platform"), str(ROOT)]
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.dev")
 
-from django.core.asgi import get_asgi_application  # noqa: E402
+import django  # noqa: E402
 
-django_application = get_asgi_application()
+django.setup(set_prefix=False)  # what django.core.asgi.get_asgi_application does before its handler
+
+from config.one_hop_asgi import OneHopASGIHandler  # noqa: E402
+
+django_application = OneHopASGIHandler()
 
 from config.web_process_gc import tune_web_process_gc  # noqa: E402
 from workspaces.proxy import is_workspace_path, workspace_proxy  # noqa: E402 (needs Django set up)
