@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from config.web_process_gc import YOUNG_GENERATION_THRESHOLD
 
@@ -39,7 +40,7 @@ print(json.dumps({
 """
 
 
-def _probe(module: str) -> dict[str, object]:
+def _probe(module: str) -> dict[str, Any]:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT / "platform"), str(REPO_ROOT)])
     done = subprocess.run(

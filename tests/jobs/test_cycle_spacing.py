@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ SPACING_S = 0.5
 
 
 @pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float]]:
+def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, float]]]:
     """(how, countdown) of each cycle message: "now" through delay(), "later" through apply_async."""
     calls: list[tuple[str, float]] = []
     task = tasks.run_scheduling_cycle

@@ -146,7 +146,7 @@ def test_a_cached_slot_class_and_kind_follow_the_gpu_when_a_tenant_leaves(by_typ
         jobs, cluster(nodes=1, gpus=1), _policy(), two_type_perf(0.7, 0.8), SimConfig(cycle_s=0.0)
     )
     a, b = sim.jobs
-    seen: list[tuple[str, object, object, object]] = []
+    seen: list[tuple[str, Any, Any, Any]] = []
     release = sim._release
 
     def spy(job: _Job, now: float) -> None:
