@@ -4,7 +4,6 @@ from the caller (``SlotHints``), a pack rule and idle GPU first; see ``CachedInt
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,8 +20,6 @@ from scheduler.plugins.sim_gandiva_gpus import tenant_type
 
 _SetOutcome = tuple[bool, float, float, float, int, str, str]
 NODE_MEMO_LIMIT = 200_000
-# ``_slot_view`` answers rows x GPU slots up to this many in plain Python (see ``_views_small``).
-SMALL_VIEW_SLOTS = 256
 
 
 @dataclass
@@ -511,194 +508,50 @@ class CachedInterference(InterferenceAware):
         keys = [(tid, r, v) for r, v in zip(rows.tolist(), state.arrays.version[rows].tolist(), strict=True)]
         missing = [i for i, k in enumerate(keys) if k not in memo]
         if missing:
-            whole = len(missing) == len(keys)
-            sub = rows if whole else rows[missing]
+            sub = rows if len(missing) == len(keys) else rows[missing]
             if busy_given is not None:
-                given: np.ndarray | None = busy_given if whole else busy_given[missing]
-                cand = counts = None
+                cand = busy = busy_given if len(missing) == len(keys) else busy_given[missing]
+                alone = np.zeros(busy.shape, dtype=bool)
             else:
-                given = None
                 cand, counts = self._candidates(state, cycle, task, sub)
-            # A few rows (the common case: each placement is offered a handful of nodes) are
-            # answered in plain Python over lists, many rows over arrays: the same answers
-            # (``tests/scheduler/sim/test_sim_row_view_paths.py``), no float arithmetic but max.
-            small = sub.size * state.arrays.gpu_free.shape[1] <= SMALL_VIEW_SLOTS
-            views = (self._views_small if small else self._views_arrays)(
-                state, cycle, task, sub, given, cand, counts
-            )
-            if views is None:  # a busy fitting slot without a class: not the sim's
+                busy = cand & (counts > 0)
+                alone = cand & (counts == 0)
+            # Only rows with a busy fitting slot are classed (as before: classing a row the call
+            # changed interns its classes, and the order of first interning names them).
+            cls = np.full(busy.shape, -1, dtype=np.int64)
+            some = np.flatnonzero(busy.any(axis=1))
+            if some.size:
+                cls[some] = np.where(busy[some], self._row_classes(state, sub[some]), -1)
+            present = cls[busy]
+            if (present < 0).any():
                 return None
-            for i, view in zip(missing, views, strict=True):
-                memo[keys[i]] = view
+            score = np.where(cand.any(axis=1), 1.0, 0.0)
+            if present.size:
+                # Sorted distinct classes, as ``np.unique`` gives them (cheaper on a handful).
+                uniq = np.array(sorted(set(present.tolist())), dtype=np.int64)
+                ok = self._class_ok(state, cycle, task, uniq, cls, sub)
+                at = np.searchsorted(uniq, np.maximum(cls, uniq[0]))
+                joins = busy & ok[at]
+                # The real plugin's score: throughput of the best admissible fitting GPU (1.0
+                # alone), 0.0 when none; on rows without a busy fitting GPU, 1.0 if any fits.
+                per_slot = np.where(alone, 1.0, np.where(joins, self._last_thr[at], -np.inf))
+                best = per_slot[some].max(axis=1)
+                score[some] = np.where(np.isfinite(best), best, 0.0)
+            else:
+                joins = busy
+            admits: list[bool] = joins.any(axis=1).tolist()
+            allowed = alone | joins
+            busy_rows: list[bool] = np.asarray(busy.any(axis=1)).tolist()
+            for j, (i, score_j) in enumerate(zip(missing, score.tolist(), strict=True)):
+                memo[keys[i]] = _RowView(admits[j], score_j, allowed[j], busy_rows[j])
         return [memo[k] for k in keys]
-
-    def _views_arrays(
-        self,
-        state: CycleState,
-        cycle: dict[str, Any],
-        task: TaskRequest,
-        sub: np.ndarray,
-        given: np.ndarray | None,
-        cand: np.ndarray | None,
-        counts: np.ndarray | None,
-    ) -> list[_RowView] | None:
-        """``_slot_view``'s answers for rows ``sub`` not kept yet, over arrays: ``given`` the rows'
-        fitting slots, all busy (the filter's), else ``cand`` and ``counts`` (``_candidates``)."""
-        if given is not None:
-            cand = busy = given
-            alone = np.zeros(busy.shape, dtype=bool)
-        else:
-            assert cand is not None and counts is not None
-            busy = cand & (counts > 0)
-            alone = cand & (counts == 0)
-        # Only rows with a busy fitting slot are classed (as before: classing a row the call
-        # changed interns its classes, and the order of first interning names them).
-        cls = np.full(busy.shape, -1, dtype=np.int64)
-        some = np.flatnonzero(busy.any(axis=1))
-        if some.size:
-            cls[some] = np.where(busy[some], self._row_classes(state, sub[some]), -1)
-        present = cls[busy]
-        if (present < 0).any():
-            return None
-        score = np.where(cand.any(axis=1), 1.0, 0.0)
-        if present.size:
-            # Sorted distinct classes, as ``np.unique`` gives them (cheaper on a handful).
-            uniq = np.array(sorted(set(present.tolist())), dtype=np.int64)
-            ok = self._class_ok(state, cycle, task, uniq, cls, sub)
-            at = np.searchsorted(uniq, np.maximum(cls, uniq[0]))
-            joins = busy & ok[at]
-            # The real plugin's score: throughput of the best admissible fitting GPU (1.0
-            # alone), 0.0 when none; on rows without a busy fitting GPU, 1.0 if any fits.
-            per_slot = np.where(alone, 1.0, np.where(joins, self._last_thr[at], -np.inf))
-            best = per_slot[some].max(axis=1)
-            score[some] = np.where(np.isfinite(best), best, 0.0)
-        else:
-            joins = busy
-        admits: list[bool] = joins.any(axis=1).tolist()
-        allowed = alone | joins
-        busy_rows: list[bool] = np.asarray(busy.any(axis=1)).tolist()
-        return [
-            _RowView(admits[j], score_j, allowed[j], busy_rows[j]) for j, score_j in enumerate(score.tolist())
-        ]
-
-    def _views_small(
-        self,
-        state: CycleState,
-        cycle: dict[str, Any],
-        task: TaskRequest,
-        sub: np.ndarray,
-        given: np.ndarray | None,
-        cand: np.ndarray | None,
-        counts: np.ndarray | None,
-    ) -> list[_RowView] | None:
-        """``_views_arrays`` in plain Python over lists, for a few rows: the same classes asked
-        in the same order (first occurrence row by row), the same verdicts, scores and masks."""
-        if given is not None:
-            busy: list[list[bool]] = given.tolist()
-            cand_l = busy
-            alone: list[list[bool]] | None = None
-        else:
-            assert cand is not None and counts is not None
-            cand_l = cand.tolist()
-            counts_l = counts.tolist()
-            busy = [
-                [c and n > 0 for c, n in zip(cr, nr, strict=True)]
-                for cr, nr in zip(cand_l, counts_l, strict=True)
-            ]
-            alone = [
-                [c and n == 0 for c, n in zip(cr, nr, strict=True)]
-                for cr, nr in zip(cand_l, counts_l, strict=True)
-            ]
-        some = [j for j, row in enumerate(busy) if any(row)]
-        classes: dict[int, list[int]] = {}
-        first: dict[int, tuple[int, int]] = {}  # class -> its first (row, slot), row by row
-        if some:
-            got = self._row_classes_small(state, sub if len(some) == len(busy) else sub[some])
-            for j, row_cls in zip(some, got, strict=True):
-                vals = [c if b else -1 for c, b in zip(row_cls, busy[j], strict=True)]
-                classes[j] = vals
-                for g, (c, b) in enumerate(zip(vals, busy[j], strict=True)):
-                    if b:
-                        if c < 0:
-                            return None
-                        if c not in first:
-                            first[c] = (j, g)
-        ok: dict[int, bool] = {}
-        thr: dict[int, float] = {}
-        if first:
-            ok, thr = self._class_ok_small(state, cycle, task, sorted(first), first, sub)
-        width = len(busy[0]) if busy else 0
-        allowed_l: list[list[bool]] = []
-        out: list[tuple[bool, float, bool]] = []
-        for j, row in enumerate(busy):
-            here = alone[j] if alone is not None else [False] * width
-            vals_j = classes.get(j)
-            if vals_j is None:
-                # No busy fitting slot: nothing joins; 1.0 if any slot fits.
-                allowed_l.append(list(here))
-                out.append((False, 1.0 if any(cand_l[j]) else 0.0, False))
-                continue
-            joins = [b and ok[c] for c, b in zip(vals_j, row, strict=True)]
-            best = -math.inf
-            nan = False
-            for a, jn, c in zip(here, joins, vals_j, strict=True):
-                v = 1.0 if a else (thr[c] if jn else -math.inf)
-                if v != v:
-                    nan = True  # numpy's max propagates NaN, and a NaN best scores 0.0
-                elif v > best:
-                    best = v
-            score = best if not nan and math.isfinite(best) else 0.0
-            allowed_l.append([a or jn for a, jn in zip(here, joins, strict=True)])
-            out.append((any(joins), score, True))
-        allowed = np.array(allowed_l, dtype=bool).reshape(len(busy), width)
-        return [_RowView(adm, score, allowed[j], b) for j, (adm, score, b) in enumerate(out)]
-
-    def _class_ok_small(
-        self,
-        state: CycleState,
-        cycle: dict[str, Any],
-        task: TaskRequest,
-        uniq: list[int],
-        first: dict[int, tuple[int, int]],
-        sub: np.ndarray,
-    ) -> tuple[dict[int, bool], dict[int, float]]:
-        """``_class_ok`` over lists: (admissible, predicted throughput) per class of ``uniq``
-        (sorted), ``first`` the first (row of ``sub``, GPU slot) of each class."""
-        job = state.job
-        tolerance = job.slowdown_tolerance if job is not None else self.default_tolerance
-        newcomer, _ = cycle["profiles"].get(task.task_id, ({"gpu_share": task.gpu_milli / GPU_MILLI}, 0))
-        me = (self._ident(newcomer), newcomer.get("gpu_share"), tolerance)
-        base = (me, job.hints.get("avoid_types", "") if job is not None else "")
-        memo = self._class_memo
-        ok: dict[int, bool] = {}
-        thr: dict[int, float] = {}
-        self._last_why: dict[int, str] = {}
-        asks: list[tuple[Node, int]] = []
-        ask_at: list[tuple[int, tuple[object, ...]]] = []
-        for c in uniq:
-            key: tuple[object, ...] = (base, c)
-            hit = memo.get(key)
-            if hit is not None:
-                ok[c], self._last_why[c], thr[c] = bool(hit[0]), hit[1], float(hit[2])
-                continue
-            r, g = first[c]
-            asks.append((state.snapshot.nodes[int(sub[r])], g))
-            ask_at.append((c, key))
-        if asks:
-            if len(memo) > NODE_MEMO_LIMIT:
-                memo.clear()
-            for (c, key), v in zip(ask_at, self._slot_verdicts(state, cycle, task, asks), strict=True):
-                memo[key] = (v.ok, v.why, v.total_throughput)
-                ok[c], thr[c] = bool(v.ok), float(v.total_throughput)
-                self._last_why[c] = v.why
-        self._last_thr = np.array([thr[c] for c in uniq], dtype=float)
-        return ok, thr
 
     def _row_classes(self, state: CycleState, sub: np.ndarray) -> np.ndarray:
         """(len(sub), G) slot classes of rows ``sub`` as they are now: the simulator's
         (``SlotHints.slot_class``) for a row the call has not changed (its free
         milli-GPU unchanged: placements only take, a rollback gives back what it took), else
         interned the simulator's way from the node's residents, once per row version."""
+        data = state.data
         arrays = state.arrays
         out: np.ndarray = _hint(state).slot_class[sub]
         free = np.where(arrays.gpu_exists[sub], arrays.gpu_free[sub], 0).sum(axis=1)
@@ -706,46 +559,27 @@ class CachedInterference(InterferenceAware):
         if not changed.size:
             return out
         out = out.copy()
-        for pos in changed.tolist():
-            out[pos] = self._changed_row_classes(state, int(sub[pos]), out.shape[1])
-        return out
-
-    def _row_classes_small(self, state: CycleState, sub: np.ndarray) -> list[list[int]]:
-        """``_row_classes`` as lists, in plain Python over the few rows ``sub``."""
-        arrays = state.arrays
-        hint = _hint(state)
-        out: list[list[int]] = hint.slot_class[sub].tolist()
-        free = arrays.gpu_free[sub].tolist()
-        exists = arrays.gpu_exists[sub].tolist()
-        for pos, (row_free, row_exists, was) in enumerate(
-            zip(free, exists, hint.node_free[sub].tolist(), strict=True)
-        ):
-            if sum(f for f, e in zip(row_free, row_exists, strict=True) if e) != was:
-                out[pos] = self._changed_row_classes(state, int(sub[pos]), len(out[pos])).tolist()
-        return out
-
-    def _changed_row_classes(self, state: CycleState, row: int, width: int) -> np.ndarray:
-        """Slot classes of a row the call changed, interned the simulator's way from the node's
-        residents, once per row version (read only)."""
-        arrays = state.arrays
-        fast = state.data.setdefault("interference_fast", {})
+        fast = data.setdefault("interference_fast", {})
         memo: dict[tuple[int, int], np.ndarray] = fast.setdefault("classes", {})
-        key = (row, int(arrays.version[row]))
-        vec = memo.get(key)
-        if vec is None:
-            ids: dict[tuple[object, ...], int] = _hint(state).slot_ids
-            of_task = _hint(state).task_class
-            vec = np.full(width, -1, dtype=np.int64)
-            group = _hint(state).node_group[row]
-            for gpu in state.snapshot.nodes[row].gpus:
-                if 0 < gpu.used_milli < GPU_MILLI:
-                    cls = (group, tuple(sorted(of_task[t] for t in gpu.tenants)))
-                    c = ids.get(cls)
-                    if c is None:
-                        c = ids[cls] = len(ids)
-                    vec[gpu.index] = c
-            memo[key] = vec
-        return vec
+        ids: dict[tuple[object, ...], int] = _hint(state).slot_ids
+        of_task = _hint(state).task_class
+        for pos in changed.tolist():
+            row = int(sub[pos])
+            key = (row, int(arrays.version[row]))
+            vec = memo.get(key)
+            if vec is None:
+                vec = np.full(out.shape[1], -1, dtype=np.int64)
+                group = _hint(state).node_group[row]
+                for gpu in state.snapshot.nodes[row].gpus:
+                    if 0 < gpu.used_milli < GPU_MILLI:
+                        cls = (group, tuple(sorted(of_task[t] for t in gpu.tenants)))
+                        c = ids.get(cls)
+                        if c is None:
+                            c = ids[cls] = len(ids)
+                        vec[gpu.index] = c
+                memo[key] = vec
+            out[pos] = vec
+        return out
 
     def _class_ok(
         self,
@@ -766,7 +600,7 @@ class CachedInterference(InterferenceAware):
         memo = self._class_memo
         ok = np.zeros(uniq.size, dtype=bool)
         thr = np.zeros(uniq.size)
-        self._last_why = {}
+        self._last_why: dict[int, str] = {}
         asks: list[tuple[Node, int]] = []
         ask_at: list[tuple[int, tuple[object, ...]]] = []
         for i, c in enumerate(uniq.tolist()):

@@ -180,26 +180,17 @@ def test_the_plugin_interns_a_row_changed_during_the_call_as_the_simulator_would
     )
     seen: list[np.ndarray] = []
     orig = placement.CachedInterference._row_classes
-    orig_small = placement.CachedInterference._row_classes_small
 
     def spy(self: placement.CachedInterference, state: object, sub: np.ndarray) -> np.ndarray:
         out = orig(self, state, sub)  # type: ignore[arg-type]
         seen.append(out.copy())
         return out
 
-    def spy_small(self: placement.CachedInterference, state: object, sub: np.ndarray) -> list[list[int]]:
-        # (The few rows' path, in lists: the same classes.)
-        out = orig_small(self, state, sub)  # type: ignore[arg-type]
-        seen.append(np.array(out, dtype=np.int64))
-        return out
-
     placement.CachedInterference._row_classes = spy  # type: ignore[method-assign]
-    placement.CachedInterference._row_classes_small = spy_small  # type: ignore[method-assign]
     try:
         sim.run()
     finally:
         placement.CachedInterference._row_classes = orig  # type: ignore[method-assign]
-        placement.CachedInterference._row_classes_small = orig_small  # type: ignore[method-assign]
     a = sim.jobs[0]
     assert seen, "b met a's GPU within the call that placed a"
     assert int(seen[0][0, 0]) == sim._slot_ids[(sim.node_group[0], ((a.type_idx, a.shape),))]
