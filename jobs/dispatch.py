@@ -65,7 +65,7 @@ def _enqueue(task_name: str, *args: object, countdown: float = 0.0) -> None:
             "could not enqueue %s%r; the periodic beat will catch up", task_name, args, exc_info=True
         )
         if task_name == "run_scheduling_cycle":
-            cycle_started()  # nothing is pending after all: let the next trigger try again
+            _clear_pending()  # nothing is pending after all: let the next trigger try again
 
 
 def _pending_key() -> str:
@@ -82,9 +82,13 @@ def _enqueue_cycle() -> None:
         _enqueue("run_scheduling_cycle", **({"countdown": wait_s} if wait_s > 0 else {}))
 
 
+def _spacing_s() -> float:
+    return float(settings.SCHEDULE_MIN_SPACING_SECONDS)
+
+
 def _spacing_left_s() -> float:
     """Seconds until ``SCHEDULE_MIN_SPACING_SECONDS`` have passed since the last cycle started."""
-    spacing = float(settings.SCHEDULE_MIN_SPACING_SECONDS)
+    spacing = _spacing_s()
     if spacing <= 0:
         return 0.0
     try:
@@ -96,13 +100,18 @@ def _spacing_left_s() -> float:
     return max(0.0, min(spacing, float(last) + spacing - time.time()))
 
 
+def _clear_pending() -> None:
+    with contextlib.suppress(Exception):  # no cache: the flag expires by itself
+        cache.delete(_pending_key())
+
+
 def cycle_started() -> None:
     """Called by the cycle as it starts: triggers from now on enqueue a fresh cycle, spaced from this
     one's start."""
-    with contextlib.suppress(Exception):  # no cache: the flag expires by itself
-        cache.delete(_pending_key())
-        spacing = float(settings.SCHEDULE_MIN_SPACING_SECONDS)
-        if spacing > 0:
+    _clear_pending()
+    spacing = _spacing_s()
+    if spacing > 0:
+        with contextlib.suppress(Exception):  # no cache: no spacing
             cache.set(scoped_key(LAST_START_KEY), time.time(), timeout=max(60, int(spacing * 10)))
 
 

@@ -12,8 +12,6 @@ event loop, in front of Django.
 
 from __future__ import annotations
 
-from typing import Any
-
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIHandler
 
@@ -21,6 +19,6 @@ from django.core.handlers.asgi import ASGIHandler
 class OneHopASGIHandler(ASGIHandler):
     def load_middleware(self, is_async: bool = False) -> None:
         super().load_middleware(is_async=False)
-        chain: Any = getattr(self, "_middleware_chain")  # noqa: B009 (django-stubs leave it untyped)
         # Thread-sensitive: the request's sync code stays on one thread, as Django's own adapters keep it.
-        setattr(self, "_middleware_chain", sync_to_async(chain, thread_sensitive=True))  # noqa: B010
+        chain = self._middleware_chain  # type: ignore[has-type]
+        self._middleware_chain = sync_to_async(chain, thread_sensitive=True)
