@@ -24,9 +24,13 @@ def check_scheduler_profile(app_configs: Any = None, **kwargs: Any) -> list[Chec
     return []
 
 
+MAX_CYCLE_SPACING_SECONDS = 60.0
+
+
 @register(Tags.compatibility, deploy=False)
 def check_scheduler_policy(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """SCHEDULER_POLICY must name a policy of scheduler.policy; the grace period must be sane."""
+    """SCHEDULER_POLICY must name a policy of scheduler.policy; the grace period and the cycle spacing
+    must be sane."""
     from jobs.specs import MAX_PREEMPTION_GRACE_SECONDS
     from scheduler.policy import POLICY_NAMES
 
@@ -53,6 +57,15 @@ def check_scheduler_policy(app_configs: Any = None, **kwargs: Any) -> list[Check
             Error(
                 f"SCHEDULER_ROUND_SECONDS must be positive, got {settings.SCHEDULER_ROUND_SECONDS}",
                 id="jobs.E033",
+            )
+        )
+    spacing = settings.SCHEDULE_MIN_SPACING_SECONDS
+    # A Celery countdown: it must be finite, and longer than a minute would hold every submit back.
+    if not 0 <= spacing <= MAX_CYCLE_SPACING_SECONDS:
+        errors.append(
+            Error(
+                f"SCHEDULE_MIN_SPACING_SECONDS must be between 0 and {MAX_CYCLE_SPACING_SECONDS}, got {spacing}",
+                id="jobs.E034",
             )
         )
     grace = settings.PREEMPTION_GRACE_SECONDS

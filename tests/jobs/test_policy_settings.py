@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from django.core.cache import cache
 from django.core.checks import run_checks
 from django.utils import timezone
@@ -54,3 +55,14 @@ def test_thresholds_that_do_not_increase_stop_start_up(settings) -> None:
     settings.SCHEDULER_ROUND_SECONDS = 0.0
     ids = {message.id for message in run_checks()}
     assert {"jobs.E032", "jobs.E033"} <= ids
+
+
+@pytest.mark.parametrize("spacing", [-1.0, float("inf"), float("nan"), 61.0])
+def test_a_cycle_spacing_out_of_range_stops_start_up(settings, spacing: float) -> None:
+    settings.SCHEDULE_MIN_SPACING_SECONDS = spacing
+    assert "jobs.E034" in {message.id for message in run_checks()}
+
+
+def test_the_default_cycle_spacing_passes_the_checks(settings) -> None:
+    settings.SCHEDULE_MIN_SPACING_SECONDS = 0.5
+    assert "jobs.E034" not in {message.id for message in run_checks()}
