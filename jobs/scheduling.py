@@ -292,9 +292,10 @@ def _service_history() -> ServiceHistory:
 
 
 def _borrowed(running: list[tuple[Job, float]]) -> set[int]:
-    """Running jobs admitted on borrowed GPUs (beyond their team's guarantee; the quota ledger marks
-    them at admission). Reclaim takes them only while their team still holds more than its guarantee
-    (scheduler.policy.cohort.reclaim)."""
+    """Running jobs on borrowed GPUs: the quota ledger marks a team's excess over its guarantee on its
+    newest admissions, again at each admission, release and guarantee change (quotas.services), so
+    this reads the marks of now. Reclaim takes them first, and only while their team still holds more
+    than its guarantee (scheduler.policy.cohort.reclaim)."""
     ids = {job.pk for job, _started in running}
     # Joined on the job's status rather than a list of every running job's id: Django prepares an
     # ``__in`` list value by value, which costs more than the query itself at a thousand jobs.

@@ -53,7 +53,9 @@ class UsageEntry(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="usage_entries")
     job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="usage_entries")
     gpu_milli = models.PositiveIntegerField()
-    # The part of ``gpu_milli`` beyond the team's guarantee when it was admitted (borrowed GPUs).
+    # The part of ``gpu_milli`` that is the team's excess over its guarantee now (borrowed GPUs): the
+    # excess is marked on the newest open entries, again whenever the team's usage or guarantee
+    # changes (quotas.services._remark). A released entry keeps its last mark.
     borrowed_gpu_milli = models.PositiveIntegerField(default=0)
     reserved_at = models.DateTimeField(default=timezone.now)
     released_at = models.DateTimeField(null=True, blank=True)
@@ -62,6 +64,15 @@ class UsageEntry(models.Model):
     class Meta:
         ordering = ["-reserved_at"]
         verbose_name_plural = "usage entries"
+        # The open entries of a team, read at every admission and release to mark them again; the
+        # team's closed entries (its whole history) stay out of that read.
+        indexes = [
+            models.Index(
+                fields=["team", "-id"],
+                condition=models.Q(released_at__isnull=True),
+                name="quotas_usage_open_team_idx",
+            )
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["job"],

@@ -300,8 +300,8 @@ def run_gpu_hours(*, job_id: int) -> float | None:
 
 
 def borrowed_gpu_milli(*, job_id: int) -> int:
-    """Milli-GPU of the job's current admission beyond its team's guarantee (0: not borrowing, or
-    not admitted now)."""
+    """Milli-GPU of the job's current admission that is its team's excess over its guarantee now (the
+    newest admissions carry it: quotas.services._remark); 0: not borrowing, or not admitted now."""
     value = (
         UsageEntry.objects.filter(job_id=job_id, released_at__isnull=True)
         .values_list("borrowed_gpu_milli", flat=True)

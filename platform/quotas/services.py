@@ -5,7 +5,9 @@ Quota is taken at admission (the scheduling cycle moving a job QUEUED -> ADMITTE
 and given back when the job ends or is preempted. Lock order (always the same, so concurrent cycles,
 cancels and syncs cannot deadlock): the Job row, then the Quota row of its team, then the UserUsage
 row of (team, user). Admission checks and updates the running totals under those locks, so
-concurrent admissions can never overshoot a limit.
+concurrent admissions can never overshoot a limit. Each time a team's usage or guarantee changes, its
+open ledger entries are marked borrowed again under its Quota row (:func:`_remark`): the team's
+excess over its guarantee, on its newest admissions (``scheduler.policy.cohort.borrowed_marks``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from django.utils import timezone
 
 from accounts.models import Team
 from quotas.models import BudgetGrant, Quota, QuotaEvent, RunUsage, UsageEntry, UserUsage
-from scheduler.policy.cohort import TeamQuota, admission_problem
+from scheduler.policy.cohort import TeamQuota, admission_problem, borrowed_marks
 
 audit = logging.getLogger("audit")
 
@@ -106,13 +108,41 @@ def team_quota(*, quota: Quota, team: Team, user_used: dict[str, int], budget_us
     )
 
 
+def _remark(*, team_id: int, used: int, guaranteed: int) -> None:
+    """Mark the team's open entries borrowed again after its usage (``used``, as it is now) or its
+    guarantee changed: its excess on its newest admissions (``borrowed_marks``). The caller holds the
+    team's Quota row: a team's entries are created and marked one transaction at a time, so their ids
+    are in admission order (``reserved_at`` is the web or worker clock). Only changed rows are
+    written, by one statement. Two cases need no read: no excess (every mark is 0) and no guarantee
+    (the excess is all the team holds, ``used`` being the sum of its open entries: every entry is
+    marked in full)."""
+    open_entries = UsageEntry.objects.filter(team_id=team_id, released_at__isnull=True)
+    excess = max(0, used - guaranteed)
+    if excess == 0:
+        open_entries.filter(borrowed_gpu_milli__gt=0).update(borrowed_gpu_milli=0)
+        return
+    if guaranteed <= 0:
+        open_entries.exclude(borrowed_gpu_milli=F("gpu_milli")).update(borrowed_gpu_milli=F("gpu_milli"))
+        return
+    rows = list(open_entries.order_by("-pk").values_list("pk", "gpu_milli", "borrowed_gpu_milli"))
+    marks = borrowed_marks([milli for _pk, milli, _old in rows], excess)
+    changed = [
+        UsageEntry(pk=pk, borrowed_gpu_milli=mark)
+        for (pk, _milli, old), mark in zip(rows, marks, strict=True)
+        if mark != old
+    ]
+    if changed:
+        UsageEntry.objects.bulk_update(changed, ["borrowed_gpu_milli"])
+
+
 @transaction.atomic
 def quota_reserve(*, job: Any, team: Team, user_id: int, gpu_milli: int) -> UsageEntry:
     """Reserve ``gpu_milli`` for ``job`` against the team's quota (admission), or raise
     :class:`QuotaDenied` with the waiting reason. The limits are those of
     ``scheduler.policy.cohort.admission_problem``: maximum, per-user cap, concurrent jobs, monthly
-    budget. The part beyond the team's guarantee is recorded as borrowed. The caller locks the job's
-    row first (lock order: Job, Quota, UserUsage), so admission, cancels and releases never deadlock."""
+    budget. The team's entries are then marked borrowed again (:func:`_remark`). The caller locks the
+    job's row first (lock order: Job, Quota, UserUsage), so admission, cancels and releases never
+    deadlock."""
     quota = _lock_quota(team)
     usage = _lock_user_usage(team, user_id)
     user = getattr(job, "user", None)
@@ -126,16 +156,19 @@ def quota_reserve(*, job: Any, team: Team, user_id: int, gpu_milli: int) -> Usag
     problem = admission_problem(state, username, gpu_milli)
     if problem is not None:
         raise QuotaDenied(_denied_field(problem), problem)
-    borrowed = max(0, quota.used_gpu_milli + gpu_milli - quota.guaranteed_gpu_milli) - state.borrowed_milli
     Quota.objects.filter(pk=quota.pk).update(
         used_gpu_milli=F("used_gpu_milli") + gpu_milli,
         used_jobs=F("used_jobs") + 1,
         updated_at=timezone.now(),
     )
     UserUsage.objects.filter(pk=usage.pk).update(used_gpu_milli=F("used_gpu_milli") + gpu_milli)
+    used = quota.used_gpu_milli + gpu_milli
+    # The newest entry takes the excess first: created with its mark, which _remark then keeps.
+    mark = borrowed_marks([gpu_milli], used - quota.guaranteed_gpu_milli)[0]
     entry = UsageEntry.objects.create(
-        team=team, user_id=user_id, job=job, gpu_milli=gpu_milli, borrowed_gpu_milli=max(0, borrowed)
+        team=team, user_id=user_id, job=job, gpu_milli=gpu_milli, borrowed_gpu_milli=mark
     )
+    _remark(team_id=team.pk, used=used, guaranteed=quota.guaranteed_gpu_milli)
     if gpu_milli:
         budget_warn_if_due(team=team, quota=quota, used=state.budget_used_gpu_h)
     return entry
@@ -197,6 +230,8 @@ def quota_release(*, job_id: int, gpu_hours: float | None = None) -> bool:
         updated_at=timezone.now(),
     )
     UserUsage.objects.filter(pk=usage.pk).update(used_gpu_milli=F("used_gpu_milli") - entry.gpu_milli)
+    used = quota.used_gpu_milli - entry.gpu_milli
+    _remark(team_id=quota.team_id, used=used, guaranteed=quota.guaranteed_gpu_milli)
     return True
 
 
@@ -302,7 +337,7 @@ def quota_set(*, team: Team, actor: Any, **limits: Any) -> Quota:
     Raises ValidationError with field messages (see :func:`quota_limit_errors`) for unknown names,
     negative or non-numeric values, or a guarantee above the maximum. Lowering a limit below current
     usage is allowed: running jobs keep running, new jobs wait until usage falls. The running totals
-    are never set here. Audited: a QuotaEvent and the audit log.
+    are never set here; a new guarantee marks the team's entries borrowed again (:func:`_remark`). Audited: a QuotaEvent and the audit log.
     """
     quota = _lock_quota(team)
     errors = quota_limit_errors(quota=quota, limits=limits)
@@ -312,6 +347,8 @@ def quota_set(*, team: Team, actor: Any, **limits: Any) -> Quota:
         setattr(quota, name, value)
     quota.updated_at = timezone.now()
     quota.save(update_fields=[*limits, "updated_at"])
+    if "guaranteed_gpu_milli" in limits:
+        _remark(team_id=team.pk, used=quota.used_gpu_milli, guaranteed=quota.guaranteed_gpu_milli)
     who = getattr(actor, "username", str(actor))
     shown = ", ".join(f"{name}={value}" for name, value in sorted(limits.items()))
     QuotaEvent.objects.create(

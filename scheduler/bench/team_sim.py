@@ -20,7 +20,9 @@ Model (stated, simple on purpose):
   the GPUs are its from the eviction on. A migration (drain) is a stop and a start elsewhere.
 - Quotas: each team's guarantee (whole GPUs) and a maximum of the whole cluster; its fair-share
   factor from its decayed GPU-hours (``scheduler.policy.fair_share``, 7-day half-life), as the
-  platform computes them; a job counts as borrowed when the gate let it through as borrowing.
+  platform computes them; a team's running jobs are marked borrowed as the platform's quota ledger
+  marks them (``scheduler.policy.cohort.borrowed_marks``: its excess on its newest admissions),
+  again at every admission and release of the team.
 
 Cycles run only when something changed (an arrival, an end, an eviction's victims back in the
 queue) or at a round, as the simulator's; the state is sampled after every event for the reclaim
@@ -48,7 +50,7 @@ from scheduler.model import (
     reserve,
     unreserve,
 )
-from scheduler.policy.cohort import TeamQuota, request_milli
+from scheduler.policy.cohort import TeamQuota, borrowed_marks, request_milli
 from scheduler.policy.fair_share import decayed_gpu_hours, fair_share_factors
 from scheduler.policy.packing import WHOLE_CPU_MILLI, WHOLE_MEMORY_MIB
 from scheduler.policy.plan import plan_cycle
@@ -241,6 +243,20 @@ class TeamSimulator:
         s.version += 1
         start = min(s.started_at, self.now)
         s.runs.append(Run(s.team, float(s.trace.num_gpus), start, self.now))
+        s.borrowed = False
+        self._remark(s.team)
+
+    def _remark(self, team: str) -> None:
+        """Mark ``team``'s running jobs borrowed after its usage changed, as the platform's quota
+        ledger does (``borrowed_marks``). ``running`` is in admission order: a job enters it when
+        placed (also a migration's restart) and leaves it when it stops."""
+        if not self.cfg.quotas:
+            return
+        newest_first = [s for s in reversed(self.running.values()) if s.team == team]
+        excess = sum(s.milli for s in newest_first) - self.guarantees.get(team, 0) * GPU_MILLI
+        marks = borrowed_marks([s.milli for s in newest_first], excess)
+        for s, mark in zip(newest_first, marks, strict=True):
+            s.borrowed = mark > 0
 
     def _stop(self, s: JobState) -> None:
         """Preempted or moved: work up to now is kept, the next run pays the restore."""
@@ -265,6 +281,7 @@ class TeamSimulator:
         heapq.heappush(heap, (at + s.left_s, s.version, job_id))
         if at > self.now:
             heapq.heappush(self.starts, at)
+        self._remark(s.team)
 
     def apply(self, decision: Decision, heap: list[tuple[float, int, str]]) -> bool:
         """Apply ``decision`` at ``self.now``; True when it changed anything."""
@@ -295,9 +312,6 @@ class TeamSimulator:
                 else 0.0
             )
             self._start(s, placements, self.now + waits, heap)
-            # Borrowed while its team then holds more than its guarantee (cohort's definition).
-            held = sum(r.milli for r in self.running.values() if r.team == s.team)
-            s.borrowed = self.cfg.quotas and held > self.guarantees.get(s.team, 0) * GPU_MILLI
         return bool(decision.evictions or decision.migrations or decision.placements)
 
     def sample(self) -> None:

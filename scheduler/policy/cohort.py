@@ -19,11 +19,15 @@ Kueue's model, on the platform's units (milli-GPU, 1000 = one GPU):
 - **Reclaim** (``reclaim``): a nominal job that the idle GPUs cannot hold may evict work of other
   teams that hold more than their guarantee, at most what each holds beyond it: lowest priority
   first, then least attained service (least work lost), then most recently started, node by node: a
-  task takes the fewest victims on one node that make it fit there. The jobs marked borrowed (at
-  their admission) are taken first; the team's other jobs only when the marked ones cannot make room
-  for the job (the mark is kept from admission, so it can sit on jobs that no longer are the
-  team's excess while unmarked ones are). Victims are chosen for a job only if they make all of its
-  tasks fit (else none are).
+  task takes the fewest victims on one node that make it fit there. The jobs marked borrowed are
+  taken first; the team's other jobs only when the marked ones cannot make room for the job (a
+  marked job may sit on the wrong node, or be admitted and not yet running). Victims are chosen for
+  a job only if they make all of its tasks fit (else none are).
+- **Marks** (``borrowed_marks``): a team's marks always add up to its current excess (what it holds
+  beyond its guarantee), given to its open admissions newest first, as Kueue reads it: the workload
+  admitted last is the one borrowing. They are recomputed whenever the team's usage or guarantee
+  changes: a job admitted on borrowed GPUs loses its mark once older work ends and the team is back
+  within its guarantee, and a lower guarantee marks older admissions too.
 
 Pure: dataclasses in, dataclasses out; the platform fills ``TeamQuota`` from its quota rows, the
 policy (``plan_cycle``) calls ``gate`` and ``reclaim``. Every amount is the job's request as asked
@@ -73,6 +77,19 @@ class TeamQuota:
     @property
     def borrowed_milli(self) -> int:
         return max(0, self.used_milli - self.guaranteed_milli)
+
+
+def borrowed_marks(sizes_newest_first: Sequence[int], excess_milli: int) -> list[int]:
+    """The borrowed part of each of a team's open admissions (milli-GPU), given their sizes newest
+    first and the team's excess (``TeamQuota.borrowed_milli``): each takes what is left of the excess,
+    up to its size, so the marks add up to the excess (or to all the team holds, if less)."""
+    left = max(0, excess_milli)
+    marks = []
+    for size in sizes_newest_first:
+        mark = min(size, left)
+        marks.append(mark)
+        left -= mark
+    return marks
 
 
 def request_milli(request: JobRequest) -> int:
@@ -234,8 +251,9 @@ def gate(
 
 @dataclass(frozen=True)
 class Candidate:
-    """A running job that reclaim may evict (``borrowed``: marked borrowed at its admission; the
-    others of a team beyond its guarantee are taken only when the marked ones cannot make room)."""
+    """A running job that reclaim may evict (``borrowed``: part of its team's excess now, see
+    ``borrowed_marks``; the others of a team beyond its guarantee are taken only when the marked ones
+    cannot make room)."""
 
     job_id: str
     team: str

@@ -6,13 +6,14 @@ plus the victims' grace period (the platform holds the preemptor out of the queu
 stop, so later cycles choose no more victims for it).
 
 The candidates are all the running jobs of the teams that hold more than their guarantee now; those
-marked borrowed when they were placed are taken first, the others only when the marked ones cannot
-make room for the job. Only the marked ones were candidates before, but the mark is kept from
-admission: a team whose early jobs (placed within its guarantee) outlive later ones keeps "nominal"
-jobs while it is far beyond its guarantee, and a few of them on every node left no node that reclaim
-could free for a whole-node task (Philly from job 10,000: a team owed 33 GPUs waited 1,060 s for an
-8-GPU task while its lender held 169 GPUs beyond its guarantee, with a "nominal" 1-GPU job on 30 of
-the 32 nodes). What is taken from a team stays capped by what it holds beyond its guarantee.
+marked borrowed (the team's newest admissions that make up its excess now,
+``scheduler.policy.cohort.borrowed_marks``) are taken first, the others only when the marked ones
+cannot make room for the job. Only the marked ones were candidates before: a few unmarked jobs of
+the lender on every node left no node that reclaim could free for a whole-node task (Philly from job
+10,000: a team owed 33 GPUs waited 1,060 s for an 8-GPU task while its lender held 169 GPUs beyond
+its guarantee, with a 1-GPU job it had placed within its guarantee on 30 of the 32 nodes; marks were
+then kept from admission). What is taken from a team stays capped by what it holds beyond its
+guarantee.
 
 The choice is ``scheduler.policy.cohort.reclaim``: victims of other teams still beyond their
 guarantee, lowest priority, then least attained service, then newest first, node by node (the fewest
