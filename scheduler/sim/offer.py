@@ -414,6 +414,7 @@ class _FitCheck:
     def __init__(self, sim: SimOffer) -> None:
         self.sim = sim
         self._idle_per_node: np.ndarray | None = None
+        self._idle_mem: int | None = None
         self._cache: dict[tuple[object, ...], bool] = {}
         self._kinds: dict[SlotKind, int] | None = None
         self._moves = -1
@@ -426,6 +427,15 @@ class _FitCheck:
             idle = (self.sim.free_milli == GPU_MILLI).astype(np.int64)
             self._idle_per_node = np.add.reduceat(idle, self.sim.offsets[:-1])
         return self._idle_per_node
+
+    def _idle_memory(self) -> int:
+        """The most free GPU memory of any idle GPU (-1: none idle). A shared task fits an idle GPU
+        iff it asks at most this much: one reduction per call instead of one per request shape (a
+        scan asks every shape's first job)."""
+        if self._idle_mem is None:
+            mem = self.sim.free_mem[self.sim.free_milli == GPU_MILLI]
+            self._idle_mem = int(mem.max()) if mem.size else -1
+        return self._idle_mem
 
     def kinds(self) -> dict[SlotKind, int]:
         """Slot kinds of the GPUs with room and residents now -> how many GPUs."""
@@ -448,7 +458,7 @@ class _FitCheck:
         assert req is not None
         sizes = job.sizes
         if sizes:
-            ok = self._cache.get(sizes)  # (a tuple of ints: no clash with the shared keys below)
+            ok = self._cache.get(sizes)
             if ok is None:
                 idle = self._idle()
                 # The i-th largest task needs its own node with that many idle GPUs.
@@ -461,14 +471,8 @@ class _FitCheck:
         for task in req.tasks:
             if task.gpus or not task.gpu_milli:
                 continue
-            key: tuple[object, ...] = ("shared", task.gpu_milli, task.gpu_memory_mib)
-            idle_ok = self._cache.get(key)
-            if idle_ok is None:
-                free_m, free_mem = self.sim.free_milli, self.sim.free_mem
-                idle_ok = bool(((free_m == GPU_MILLI) & (free_mem >= task.gpu_memory_mib)).any())
-                self._cache[key] = idle_ok
-            if idle_ok:
-                continue
+            if task.gpu_memory_mib <= self._idle_memory():
+                continue  # an idle GPU with the memory it asks
             # The answer depends only on the class, the request, the slot kinds (fixed while
             # ``gpu_moves`` is) and the class's refusals (a set that only grows): kept across calls
             # and cycles under that stamp, so the kinds are not walked again for every shape's head.

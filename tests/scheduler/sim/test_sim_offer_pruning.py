@@ -6,6 +6,9 @@ from __future__ import annotations
 import pytest
 from sim_helpers import cluster, policy, run, two_type_perf
 
+from scheduler.model import GPU_MILLI
+from scheduler.sim.engine import SimConfig, Simulator
+from scheduler.sim.offer import _FitCheck
 from scheduler.sim.trace import TraceJob
 
 
@@ -52,3 +55,22 @@ def test_a_shape_that_cannot_fit_does_not_use_up_the_scan_depth() -> None:
     ]
     result = run(jobs, cluster(gpus=2), policy(), two_type_perf(0.8, 0.8), scan_limit=2)
     assert list(result.finish) == pytest.approx([100.0, 5.0, 110.0, 120.0, 130.0, 15.0])
+
+
+def test_the_fit_check_takes_a_shared_job_to_an_idle_gpu_only_when_one_has_its_memory() -> None:
+    # One node of 2 GPUs (32 GiB each), half shares. GPU 0 is full; GPU 1 idle with its memory shown
+    # 1 MiB short of what the shared job asks, then with exactly that: the fit check refuses, then
+    # accepts (no GPU with residents has room, so only the idle GPU can take it).
+    sim = Simulator(
+        [TraceJob("s", 0.0, 10.0, 1)], cluster(gpus=2, memory_mib=32768), policy(share="half"),
+        two_type_perf(0.8, 0.8), SimConfig(cycle_s=0.0),
+    )  # fmt: skip
+    sim.refused, sim.room_memo = {}, {}
+    job = sim.jobs[0]
+    assert job.shared and job.request is not None
+    need = job.request.tasks[0].gpu_memory_mib
+    sim.free_milli[:] = [0, GPU_MILLI]
+    sim.free_mem[:] = [0, need - 1]
+    assert not _FitCheck(sim)(job)
+    sim.free_mem[1] = need
+    assert _FitCheck(sim)(job)
