@@ -163,7 +163,8 @@ def quota_reserve(*, job: Any, team: Team, user_id: int, gpu_milli: int) -> Usag
     )
     UserUsage.objects.filter(pk=usage.pk).update(used_gpu_milli=F("used_gpu_milli") + gpu_milli)
     used = quota.used_gpu_milli + gpu_milli
-    # The newest entry takes the excess first: created with its mark, which _remark then keeps.
+    # The newest entry takes the excess first (borrowed_marks' rule): created with its mark, so the
+    # returned entry is right and _remark then only moves the older ones.
     mark = borrowed_marks([gpu_milli], used - quota.guaranteed_gpu_milli)[0]
     entry = UsageEntry.objects.create(
         team=team, user_id=user_id, job=job, gpu_milli=gpu_milli, borrowed_gpu_milli=mark
@@ -337,7 +338,8 @@ def quota_set(*, team: Team, actor: Any, **limits: Any) -> Quota:
     Raises ValidationError with field messages (see :func:`quota_limit_errors`) for unknown names,
     negative or non-numeric values, or a guarantee above the maximum. Lowering a limit below current
     usage is allowed: running jobs keep running, new jobs wait until usage falls. The running totals
-    are never set here; a new guarantee marks the team's entries borrowed again (:func:`_remark`). Audited: a QuotaEvent and the audit log.
+    are never set here; a new guarantee marks the team's entries borrowed again (:func:`_remark`).
+    Audited: a QuotaEvent and the audit log.
     """
     quota = _lock_quota(team)
     errors = quota_limit_errors(quota=quota, limits=limits)
